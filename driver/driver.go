@@ -1,0 +1,313 @@
+// Package driver is the kernel-bypass userspace driver of a dimmnet device.
+// It sees only what a real driver sees — the mapped region and a doorbell —
+// through a Transport, so the same code runs in-process, in a host process
+// attached over the ivshmem protocol, and in a guest mapping the PCI BARs.
+//
+// A Driver posts command descriptors, rings the doorbell only when the
+// device says it sleeps, polls the receive status ring (spin, then yield,
+// then sleep on the interrupt eventfd), manages IPUSH rings and the AMT
+// Address Table, and copies data out of link memory. A Driver is owned by
+// one goroutine at a time; use one per thread of control.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// Errors callers test with errors.Is.
+var (
+	ErrNotDevice     = errors.New("driver: not a dimmnet device (bad magic)")
+	ErrABI           = errors.New("driver: unsupported ABI version")
+	ErrQueueFull     = errors.New("driver: command queue full")
+	ErrDeviceStopped = errors.New("driver: device stopped")
+	ErrDeviceStale   = errors.New("driver: device not responding (alive word stale)")
+	ErrAMTAT         = errors.New("driver: AMT Address Table access refused")
+	ErrTimeout       = errors.New("driver: timed out")
+)
+
+// Transport is what an attach method provides: the mapped region, a way to
+// ring the device's doorbell, and a way to sleep until the device
+// interrupts.
+type Transport interface {
+	Region() []byte
+	// Kick rings the device's doorbell.
+	Kick() error
+	// WaitIRQ sleeps until the device signals or timeoutMs passes.
+	WaitIRQ(timeoutMs int) error
+	Close() error
+}
+
+// Polling budget of Wait before it sleeps on the interrupt.
+const (
+	spinNs   = 50_000
+	sleepMs  = 10
+	staleNs  = 2_000_000_000 // ALIVE older than this while we wait: the device is gone
+	yieldMod = 16
+)
+
+// Driver drives one device.
+type Driver struct {
+	t        Transport
+	r        uapi.Region
+	g        uapi.Geometry
+	lm       []byte
+	node     uint16
+	proc     uint32
+	cmdTail  uint64
+	cmdHead  uint64 // cached; reloaded only when the queue looks full
+	statHead uint64
+	amtatSeq uint64
+}
+
+// Open attaches to the device behind t after checking its identity, ABI
+// version and geometry.
+func Open(t Transport) (*Driver, error) {
+	mem := t.Region()
+	if err := uapi.CheckRegion(mem); err != nil {
+		return nil, fmt.Errorf("open device: %w", err)
+	}
+	r := uapi.Region(mem)
+	if m := r.Load64(uapi.RegMagic); m != uapi.Magic {
+		return nil, fmt.Errorf("open device: magic %#x: %w", m, ErrNotDevice)
+	}
+	if v := r.Load64(uapi.RegABIVersion); v != uapi.ABIVersion {
+		return nil, fmt.Errorf("open device: ABI %d, driver speaks %d: %w", v, uapi.ABIVersion, ErrABI)
+	}
+	g := r.ReadGeometry()
+	if err := g.Validate(uint64(len(mem))); err != nil {
+		return nil, fmt.Errorf("open device: %w", err)
+	}
+	d := &Driver{t: t, r: r, g: g, lm: mem[g.LinkMemOff : g.LinkMemOff+g.LinkMemSize], node: uint16(r.Load64(uapi.RegNodeID))}
+	d.cmdTail = r.Load64(uapi.RegCmdqTail)
+	d.cmdHead = r.Load64(uapi.RegCmdqHead)
+	d.statHead = r.Load64(uapi.RegStatqHead)
+	d.amtatSeq = r.Load64(uapi.RegAMTATCtrl) >> 8
+	return d, nil
+}
+
+// Close detaches.
+func (d *Driver) Close() error { return d.t.Close() }
+
+// Node is the device's node id.
+func (d *Driver) Node() uint16 { return d.node }
+
+// SetProc sets the local process index this driver sends as (GPID =
+// node*ProcsPerNode + proc).
+func (d *Driver) SetProc(p uint32) { d.proc = p }
+
+// GPID is the global process id this driver sends as.
+func (d *Driver) GPID() uint32 { return uapi.GPID(d.node, d.proc) }
+
+// Geometry is the device's layout.
+func (d *Driver) Geometry() uapi.Geometry { return d.g }
+
+// Region is the mapped region, for register access.
+func (d *Driver) Region() uapi.Region { return d.r }
+
+// LinkMem is link memory, mapped: index it with link addresses.
+func (d *Driver) LinkMem() []byte { return d.lm }
+
+// MTU is the largest payload of one packet.
+func (d *Driver) MTU() int { return int(d.r.Load64(uapi.RegMTU)) }
+
+// Counter reads one device counter.
+func (d *Driver) Counter(c uapi.Counter) uint64 { return d.r.Counter(c) }
+
+// Post publishes one descriptor and rings the doorbell if the device
+// sleeps. It returns the command's index (named in its DONE/ERROR status).
+func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
+	if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
+		d.cmdHead = d.r.Load64(uapi.RegCmdqHead)
+		if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
+			return 0, ErrQueueFull
+		}
+	}
+	idx := d.cmdTail
+	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c)
+	d.cmdTail++
+	d.r.Store64(uapi.RegCmdqTail, d.cmdTail) // publish
+	if d.r.Load64(uapi.RegDevSleep) != 0 {
+		if err := d.Kick(); err != nil {
+			return idx, err
+		}
+	}
+	return idx, nil
+}
+
+// Kick rings the doorbell unconditionally.
+func (d *Driver) Kick() error {
+	d.r.Add64(uapi.RegDoorbell, 1)
+	return d.t.Kick()
+}
+
+// kickIfAsleep wakes a sleeping device after freeing ring or status space.
+func (d *Driver) kickIfAsleep() {
+	if d.r.Load64(uapi.RegDevSleep) != 0 {
+		d.Kick()
+	}
+}
+
+// Push posts an RDMA write of n bytes from local to remote on node dst.
+func (d *Driver) Push(dst uint16, local, remote uint64, n uint32, flags uint8, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpPUSH, Flags: flags, DstNode: dst, SrcProc: d.GPID(), Length: n,
+		LocalAddr: local, RemoteAddr: remote, Cookie: cookie})
+}
+
+// IPush posts an indirect push of n bytes from local to process dstGPID on
+// node dst; the receiver's device picks the ring. With uapi.FlagDirectAMT,
+// amt names the receiver's AMT entry instead.
+func (d *Driver) IPush(dst uint16, dstGPID uint32, local uint64, n uint32, flags uint8, amt uint16, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: flags, DstNode: dst, DstProc: dstGPID, SrcProc: d.GPID(),
+		Length: n, LocalAddr: local, RemoteAddr: uint64(amt), Cookie: cookie})
+}
+
+// Pull posts an RDMA read of n bytes at remote on node dst into local.
+func (d *Driver) Pull(dst uint16, local, remote uint64, n uint32, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpPULL, DstNode: dst, SrcProc: d.GPID(), Length: n,
+		LocalAddr: local, RemoteAddr: remote, Cookie: cookie})
+}
+
+// StatusTail loads the device's status tail: the cheapest way to learn that
+// something arrived (the paper's "poll the Status Pointer").
+func (d *Driver) StatusTail() uint64 { return d.r.Load64(uapi.RegStatqTail) }
+
+// StatusHead is the driver's consumption count.
+func (d *Driver) StatusHead() uint64 { return d.statHead }
+
+// Poll returns the next status entry and consumes it, if there is one.
+func (d *Driver) Poll() (uapi.Status, bool) {
+	if d.r.Load64(uapi.RegStatqTail) == d.statHead {
+		return uapi.Status{}, false
+	}
+	s := d.r.ReadStatus(d.g.StatqOff + (d.statHead&(d.g.StatqEntries-1))*uapi.StatusSize)
+	d.statHead++
+	d.r.Store64(uapi.RegStatqHead, d.statHead)
+	d.kickIfAsleep()
+	return s, true
+}
+
+// Skip consumes n status entries without reading them (the ping-pong's
+// linkmem condition: the arrival is all it needs to know).
+func (d *Driver) Skip(n uint64) {
+	d.statHead += n
+	d.r.Store64(uapi.RegStatqHead, d.statHead)
+	d.kickIfAsleep()
+}
+
+// WaitTail waits until the status tail moves past the driver's head and
+// returns it: spin (yielding now and then), then sleep on the interrupt.
+// It fails with ErrDeviceStopped or ErrDeviceStale if the device goes away,
+// and ErrTimeout after timeoutNs (0: no limit).
+func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
+	if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
+		return t, nil
+	}
+	start := monotime.Now()
+	for i := 1; ; i++ {
+		if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
+			return t, nil
+		}
+		if i%yieldMod != 0 {
+			continue
+		}
+		runtime.Gosched()
+		now := monotime.Now()
+		if now-start < spinNs {
+			continue
+		}
+		if timeoutNs > 0 && now-start > timeoutNs {
+			return 0, ErrTimeout
+		}
+		if err := d.sleep(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// sleep blocks on the interrupt after announcing it, re-checking first.
+func (d *Driver) sleep() error {
+	d.r.Store64(uapi.RegDrvWait, 1)
+	defer d.r.Store64(uapi.RegDrvWait, 0)
+	if d.r.Load64(uapi.RegStatqTail) != d.statHead {
+		return nil
+	}
+	if err := d.t.WaitIRQ(sleepMs); err != nil {
+		return err
+	}
+	return d.Alive()
+}
+
+// Alive reports whether the device is running and its heartbeat fresh.
+func (d *Driver) Alive() error {
+	switch d.r.Load64(uapi.RegState) {
+	case uapi.StateRunning:
+	case uapi.StateStopped:
+		return ErrDeviceStopped
+	default:
+		return fmt.Errorf("state %d: %w", d.r.Load64(uapi.RegState), ErrDeviceStopped)
+	}
+	if a := int64(d.r.Load64(uapi.RegAlive)); monotime.Now()-a > staleNs {
+		return ErrDeviceStale
+	}
+	return nil
+}
+
+// Wait returns the next status entry, waiting as WaitTail does.
+func (d *Driver) Wait(timeoutNs int64) (uapi.Status, error) {
+	for {
+		if s, ok := d.Poll(); ok {
+			return s, nil
+		}
+		if _, err := d.WaitTail(timeoutNs); err != nil {
+			return uapi.Status{}, err
+		}
+	}
+}
+
+// CopyOut copies link memory at addr into dst and returns the byte count.
+func (d *Driver) CopyOut(dst []byte, addr uint64) int {
+	if addr >= uint64(len(d.lm)) {
+		return 0
+	}
+	return copy(dst, d.lm[addr:])
+}
+
+// CopyIn copies src into link memory at addr.
+func (d *Driver) CopyIn(addr uint64, src []byte) int {
+	if addr >= uint64(len(d.lm)) {
+		return 0
+	}
+	return copy(d.lm[addr:], src)
+}
+
+// SetWindow exposes [base, base+size) of link memory to remote PUSH/PULL.
+func (d *Driver) SetWindow(base, size uint64) {
+	d.r.Store64(uapi.RegWinBase, base)
+	d.r.Store64(uapi.RegWinSize, size)
+}
+
+// SetRingFullMode chooses hold (uapi.RingFullHold) or NACK for full IPUSH rings.
+func (d *Driver) SetRingFullMode(m uint64) { d.r.Store64(uapi.RegRingFullMode, m) }
+
+// SetTrace turns the stage timestamps on or off.
+func (d *Driver) SetTrace(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	d.r.Store64(uapi.RegTraceCtrl, v)
+}
+
+// TraceStamp reads stage timestamp i (uapi.TraceTx, ...).
+func (d *Driver) TraceStamp(i int) int64 { return int64(d.r.Load64(uapi.RegTrace + 8*uint32(i))) }
+
+// LastError decodes the ERROR register.
+func (d *Driver) LastError() (e uapi.Errno, op uapi.Opcode, idx uint32) {
+	v := d.r.Load64(uapi.RegError)
+	return uapi.Errno(v), uapi.Opcode(v >> 16), uint32(v >> 32)
+}

@@ -1,0 +1,8 @@
+module github.com/dimmnet/dimmnet
+
+go 1.26.8
+
+require (
+	github.com/google/gopacket v1.1.19
+	golang.org/x/sys v0.49.0
+)

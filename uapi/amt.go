@@ -1,0 +1,26 @@
+package uapi
+
+// AMTSize is the size of one AMT (Address Management Table) entry.
+const AMTSize = 32
+
+// AMT entry word offsets inside an entry.
+const (
+	AMTBase        = 0      // link address of the ring (8-byte aligned)
+	AMTCfg         = 8      // size (low 32 bits) | flags<<32
+	AMTHead        = 16     // free-running byte position the consumer has freed up to
+	AMTTail        = 24     // free-running byte position the device has written up to
+	AMTFlagValid   = 1 << 0 // the entry describes a ring
+	AMTFlagDevHead = 1 << 1 // the device advances the head on READ_DONE (DIMMnet-2); the driver must not write HEAD
+)
+
+// AMTFields documents the AMT entry for the datasheet.
+var AMTFields = []Field{
+	{AMTBase, 8, "BASE", "link address of the ring (8-byte aligned, inside link memory)"},
+	{AMTCfg, 4, "SIZE", "ring bytes (a multiple of 8, at least one MTU)"},
+	{AMTCfg + 4, 4, "FLAGS", "VALID (1), DEV_HEAD (2)"},
+	{AMTHead, 8, "HEAD", "free-running byte position freed by the consumer (driver, or device in DEV_HEAD mode)"},
+	{AMTTail, 8, "TAIL", "free-running byte position written by the device"},
+}
+
+// RingAlign is the granule of ring placement: every packet starts on it.
+const RingAlign = 8

@@ -1,0 +1,59 @@
+package uapi
+
+// Counter indexes the device's counters; counter c is the 64-bit word at
+// RegCounters + 8*c. Only the device writes them.
+type Counter int
+
+// Counters. New ones go at the end: the index is ABI.
+const (
+	CtrCmds             Counter = iota // descriptors consumed
+	CtrCmdErrors                       // commands completed with an error status
+	CtrTxPkts                          // data packets sent (PUSH, IPUSH, PULL request/response), retransmits included
+	CtrTxBytes                         // payload bytes sent
+	CtrRxPkts                          // data packets accepted and placed
+	CtrRxBytes                         // payload bytes placed
+	CtrRxPush                          // PUSH packets placed
+	CtrRxIPush                         // IPUSH packets placed
+	CtrRxPull                          // PULL requests served
+	CtrStatusWritten                   // status entries published
+	CtrIPushNoEntry                    // IPUSH refused: sender has no AMT Address Table entry
+	CtrRxBadAddr                       // remote access outside the exposed window or link memory, refused
+	CtrRxMalformed                     // frames that failed to decode, counted and dropped
+	CtrRxForeign                       // frames of other EtherTypes, ignored
+	CtrRingFullHolds                   // ring-full stalls in hold mode (one per stall)
+	CtrRingFullNACKs                   // packets dropped and NACKed because a ring was full
+	CtrNACKsRx                         // NACKs received
+	CtrRetransmits                     // packets sent again
+	CtrDuplicates                      // duplicate packets dropped
+	CtrOutOfOrder                      // packets ahead of sequence dropped
+	CtrStatusFullStalls                // stalls because the status ring was full (one per stall)
+	CtrInterleaved                     // per-message statuses written while other senders' packets interleaved
+	CtrAcksTx                          // standalone ACK frames sent
+	CtrAcksRx                          // ACK frames received
+	CtrSleeps                          // times the engine went to sleep on this device
+	CtrDoorbells                       // doorbell wake-ups seen
+	CtrTimeouts                        // retransmission timeouts
+	CtrCRCFail                         // frames with a bad CRC32C, dropped
+	CtrHolds                           // frames held for a peer (lossy links)
+	NumCounters
+)
+
+// CounterNames are the datasheet and inspector names of the counters.
+var CounterNames = [NumCounters]string{
+	"CMDS", "CMD_ERRORS", "TX_PKTS", "TX_BYTES", "RX_PKTS", "RX_BYTES",
+	"RX_PUSH", "RX_IPUSH", "RX_PULL", "STATUS_WRITTEN", "IPUSH_NOENTRY",
+	"RX_BAD_ADDR", "RX_MALFORMED", "RX_FOREIGN", "RINGFULL_HOLDS",
+	"RINGFULL_NACKS", "NACKS_RX", "RETRANSMITS", "DUPLICATES", "OUT_OF_ORDER",
+	"STATUS_FULL_STALLS", "INTERLEAVED", "ACKS_TX", "ACKS_RX", "SLEEPS",
+	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS",
+}
+
+func (c Counter) String() string {
+	if c >= 0 && c < NumCounters {
+		return CounterNames[c]
+	}
+	return "COUNTER?"
+}
+
+// Off is the counter's offset in the region.
+func (c Counter) Off() uint32 { return RegCounters + 8*uint32(c) }

@@ -1,0 +1,130 @@
+// Package datasheet renders docs/datasheet.md from the uapi tables, so the
+// numbers a driver developer reads are the numbers the code uses.
+package datasheet
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// Render returns the datasheet in Markdown.
+func Render() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# dimmnet device datasheet\n\n")
+	p("Generated from package `uapi` by `go generate ./uapi`; do not edit. ABI version %d.\n\n", uapi.ABIVersion)
+	p("All multi-byte fields are little-endian. Every register is a 64-bit word accessed atomically.\n")
+	p("Ring pointers are free-running 64-bit counters (slot = counter mod entries), so full and empty are never ambiguous.\n")
+	p("Link addresses are byte offsets from LINKMEM_OFF.\n\n")
+
+	p("## Region layout\n\n")
+	p("| part | where | size |\n|---|---|---|\n")
+	p("| register page | 0 | %d B |\n", uapi.RegPageSize)
+	p("| command queue | CMDQ_OFF | CMDQ_ENTRIES x %d B descriptors |\n", uapi.DescSize)
+	p("| LLCM: receive status ring | STATQ_OFF | STATQ_ENTRIES x %d B entries |\n", uapi.StatusSize)
+	p("| LLCM: AMT | AMT_OFF | AMT_ENTRIES x %d B entries |\n", uapi.AMTSize)
+	p("| LLCM: scratch | SCRATCH_OFF | SCRATCH_SIZE (free for drivers) |\n")
+	p("| link memory | LINKMEM_OFF | LINKMEM_SIZE: the rest of the region |\n\n")
+	p("The region is a power of two in size, at least %d bytes (QEMU maps the whole file as BAR2).\n\n", uapi.MinRegionSize)
+
+	p("## Registers\n\n| offset | name | access | meaning |\n|---|---|---|---|\n")
+	for _, r := range uapi.Registers {
+		p("| 0x%03X | %s | %s | %s |\n", r.Off, r.Name, r.Access, r.Doc)
+	}
+	p("\n### Counters (RO)\n\n| offset | name | counts |\n|---|---|---|\n")
+	for c := uapi.Counter(0); c < uapi.NumCounters; c++ {
+		p("| 0x%03X | %s | %s |\n", c.Off(), c, counterDocs[c])
+	}
+	p("\n### Trace stamps (RO, CLOCK_MONOTONIC ns of the last data packet while TRACE_CTRL=1)\n\n| offset | name |\n|---|---|\n")
+	for i, n := range uapi.TraceNames {
+		p("| 0x%03X | %s |\n", uapi.RegTrace+8*i, n)
+	}
+	p("\n### Feature bits (FEATURES)\n\n| bit | name |\n|---|---|\n")
+	for _, f := range features {
+		p("| %d | %s |\n", bit(f.v), f.n)
+	}
+
+	p("\n## Command descriptor (%d B)\n\n", uapi.DescSize)
+	fields(p, uapi.DescFields)
+	p("\n### Opcodes\n\n| code | name | meaning |\n|---|---|---|\n")
+	for _, o := range uapi.OpcodeDocs {
+		p("| %d | %s | %s |\n", o.Op, o.Op, o.Doc)
+	}
+	p("\n### Command flags\n\n| bit | name | meaning |\n|---|---|---|\n")
+	for _, f := range uapi.FlagNames {
+		p("| %d | %s | %s |\n", bit(uint64(f.Bit)), f.Name, f.Doc)
+	}
+	p("\nAddresses of PUSH, PULL and IPUSH are %d-byte aligned; LENGTH is 1..%d.\n", uapi.AddrAlign, uapi.MaxXfer)
+
+	p("\n## Receive status entry (%d B)\n\n", uapi.StatusSize)
+	fields(p, uapi.StatusFields)
+	p("\n### Status types\n\n| code | name | meaning |\n|---|---|---|\n")
+	for _, t := range uapi.StatusTypeDocs {
+		p("| %d | %s | %s |\n", t.T, t.T, t.Doc)
+	}
+	p("\nStatus flags: LAST = %d, FIRST = %d, INTERLEAVED = %d.\n", uapi.StFlagLast, uapi.StFlagFirst, uapi.StFlagInterleaved)
+
+	p("\n## AMT entry (%d B)\n\n", uapi.AMTSize)
+	fields(p, uapi.AMTFields)
+	p("\nAMT flags: VALID = %d, DEV_HEAD = %d. Packets are placed on %d-byte boundaries.\n", uapi.AMTFlagValid, uapi.AMTFlagDevHead, uapi.RingAlign)
+
+	p("\n## AMT Address Table access\n\n")
+	p("Write AMTAT_SEL (a GPID = node*%d + process) and, for a write, AMTAT_DATA = 0x%X | AMT index;\n", uapi.ProcsPerNode, uapi.AMTATValid)
+	p("then AMTAT_CTRL = seq<<8 | op (read %d, write %d). The device answers AMTAT_DONE = seq<<8 | result (ok %d, error %d) and, for a read, AMTAT_DATA.\n",
+		uapi.AMTATOpRead, uapi.AMTATOpWrite, uapi.AMTATResultOK, uapi.AMTATResultErr)
+
+	p("\n## Error codes\n\n| code | name | meaning |\n|---|---|---|\n")
+	for e := uapi.Errno(0); e < uapi.NumErrnos; e++ {
+		p("| %d | %s | %s |\n", uint16(e), e.String(), uapi.ErrnoDocs[e])
+	}
+	p("\n## Device states (STATE)\n\nreset %d, running %d, stopped %d. Ring-full modes (RINGFULL_MODE): hold %d, NACK %d.\n",
+		uapi.StateReset, uapi.StateRunning, uapi.StateStopped, uapi.RingFullHold, uapi.RingFullNACK)
+	p("\n## Differences from DIMMnet-2\n\n")
+	p("- Link memory (DIMMnet-2's SO-DIMM) is mapped directly into the driver's address space here; DIMMnet-2 reaches it only through its Write Window and Prefetch Window. So there is no prefetch request, no Prefetch Window read and no completion poll (Table 7 steps H-J); a driver copies straight out of link memory.\n")
+	p("- DIMMnet-2 advances an AMT head when its own SO-DIMM to Prefetch Window read finishes. Here a ring in DEV_HEAD mode is advanced by the READ_DONE command, which stands in for that read.\n")
+	p("- Registers are words in shared memory, not MMIO: the device notices writes by polling (and a doorbell when it sleeps), so register side effects (AMT Address Table access) use a CTRL/DONE handshake.\n")
+	return b.String()
+}
+
+var features = []struct {
+	v uint64
+	n string
+}{
+	{uapi.FeatIPUSH, "IPUSH"}, {uapi.FeatAMTAT, "AMTAT"}, {uapi.FeatDirectAMT, "DIRECT_AMT"},
+	{uapi.FeatPULL, "PULL"}, {uapi.FeatPktStatus, "PKT_STATUS"}, {uapi.FeatDevHead, "DEV_HEAD"},
+	{uapi.FeatHold, "HOLD"}, {uapi.FeatNACK, "NACK"}, {uapi.FeatTrace, "TRACE"}, {uapi.FeatReliable, "RELIABLE"},
+}
+
+var counterDocs = [uapi.NumCounters]string{
+	"descriptors consumed", "commands completed with an error status",
+	"data packets sent, retransmits included", "payload bytes sent",
+	"data packets accepted and placed", "payload bytes placed",
+	"PUSH packets placed", "IPUSH packets placed", "PULL requests served",
+	"status entries published", "IPUSH refused: no AMT Address Table entry for the sender",
+	"remote accesses outside the exposed window, refused", "frames that failed to decode, dropped",
+	"frames of other EtherTypes, ignored", "ring-full stalls in hold mode (one per stall)",
+	"packets dropped and NACKed because a ring was full", "NACKs received",
+	"packets sent again", "duplicate packets dropped", "packets ahead of sequence dropped",
+	"stalls because the status ring was full (one per stall)",
+	"per-message statuses whose message was interleaved with another", "standalone ACK frames sent",
+	"ACK frames received", "times the engine slept on this device", "doorbell wake-ups",
+	"retransmission timeouts", "frames with a bad CRC32C, dropped", "frames held for a peer",
+}
+
+func fields(p func(string, ...any), fs []uapi.Field) {
+	p("| offset | size | name | meaning |\n|---|---|---|---|\n")
+	for _, f := range fs {
+		p("| %d | %d | %s | %s |\n", f.Off, f.Size, f.Name, f.Doc)
+	}
+}
+
+func bit(v uint64) int {
+	for i := 0; i < 64; i++ {
+		if v == 1<<i {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,137 @@
+package uapi
+
+import "fmt"
+
+// Opcode is a command's operation.
+type Opcode uint8
+
+// Opcodes. 0 is invalid so that a zeroed descriptor is refused, not run.
+const (
+	OpNOP      Opcode = 1 // completes at once (with a status when Signal is set)
+	OpFENCE    Opcode = 2 // completes when every earlier command has completed
+	OpPUSH     Opcode = 3 // RDMA write: local link memory -> remote link memory at RemoteAddr
+	OpPULL     Opcode = 4 // RDMA read: remote link memory at RemoteAddr -> local link memory
+	OpIPUSH    Opcode = 5 // indirect push: the receiver's device chooses where data lands (AMT ring)
+	OpREADDONE Opcode = 6 // AMT ring in device-head mode: advance ring RemoteAddr's head to Imm
+	NumOpcodes        = 7
+)
+
+var opNames = [NumOpcodes]string{"INVALID", "NOP", "FENCE", "PUSH", "PULL", "IPUSH", "READ_DONE"}
+
+func (o Opcode) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("OP(%d)", uint8(o))
+}
+
+// OpcodeDocs documents each opcode for the datasheet.
+var OpcodeDocs = []struct {
+	Op  Opcode
+	Doc string
+}{
+	{OpNOP, "completes at once; a status only when SIGNAL is set"},
+	{OpFENCE, "completes (status when SIGNAL) once every earlier command has completed"},
+	{OpPUSH, "RDMA write of Length bytes from LocalAddr to RemoteAddr on DstNode; the receiver gets a PUSH status"},
+	{OpPULL, "RDMA read of Length bytes at RemoteAddr on DstNode into LocalAddr; completes with a PULL_DONE status"},
+	{OpIPUSH, "indirect push of Length bytes from LocalAddr to process DstProc on DstNode: its device places them at the tail of the ring its AMT Address Table names for SrcProc (with DIRECT_AMT: ring RemoteAddr)"},
+	{OpREADDONE, "for an AMT ring in device-head mode: the driver has read up to ring position Imm of ring RemoteAddr; the device advances the head (DIMMnet-2's Prefetch Window read done)"},
+}
+
+// Command flags (Desc.Flags).
+const (
+	FlagSignal    = 1 << 0 // write a DONE status when the command completes (errors always do)
+	FlagPktStatus = 1 << 1 // the receiver writes a status per packet, not per message
+	FlagDirectAMT = 1 << 2 // IPUSH: RemoteAddr is the receiver's AMT index (no AMT Address Table)
+	FlagsValid    = FlagSignal | FlagPktStatus | FlagDirectAMT
+)
+
+// FlagNames names the command flag bits for the datasheet.
+var FlagNames = []struct {
+	Bit  uint8
+	Name string
+	Doc  string
+}{
+	{FlagSignal, "SIGNAL", "write a DONE status when the command completes (errors always write one)"},
+	{FlagPktStatus, "PKT_STATUS", "the receiver writes a status for every packet, not once per message"},
+	{FlagDirectAMT, "DIRECT_AMT", "IPUSH: RemoteAddr names the receiver's AMT entry (the variant without the AMT Address Table)"},
+}
+
+// DescSize is the size of a command descriptor.
+const DescSize = 64
+
+// MaxXfer is the largest Length of one command.
+const MaxXfer = 1 << 30
+
+// Alignment that PUSH/PULL/IPUSH addresses must have: DIMMnet-2 moves link
+// memory in 8-byte words.
+const AddrAlign = 8
+
+// Desc is a command descriptor as the driver writes it into the command
+// queue. Link addresses are offsets from the start of link memory.
+type Desc struct {
+	Opcode     Opcode
+	Flags      uint8
+	DstNode    uint16
+	DstProc    uint32 // receiver's GPID (IPUSH)
+	SrcProc    uint32 // sender's GPID
+	Length     uint32
+	LocalAddr  uint64
+	RemoteAddr uint64 // remote link address; AMT index for DIRECT_AMT and READ_DONE
+	Cookie     uint64 // returned in the command's DONE or ERROR status
+	Imm        uint64 // PUSH/IPUSH: delivered in the receiver's status; READ_DONE: new head
+	Operand    uint64 // reserved for atomics
+}
+
+// DescFields documents the descriptor layout for the datasheet.
+var DescFields = []Field{
+	{0, 1, "OPCODE", "Opcode"},
+	{1, 1, "FLAGS", "command flags"},
+	{2, 2, "DST_NODE", "destination node"},
+	{4, 4, "DST_PROC", "destination GPID (IPUSH)"},
+	{8, 4, "SRC_PROC", "sending GPID (indexes the receiver's AMT Address Table)"},
+	{12, 4, "LENGTH", "bytes to move (1..MaxXfer)"},
+	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned)"},
+	{24, 8, "REMOTE_ADDR", "remote link address (8-byte aligned); AMT index for DIRECT_AMT / READ_DONE"},
+	{32, 8, "COOKIE", "returned in this command's DONE or ERROR status"},
+	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
+	{48, 8, "OPERAND", "reserved (atomics)"},
+	{56, 8, "RESERVED", "zero"},
+}
+
+// Field describes one field of a fixed layout for the datasheet.
+type Field struct {
+	Off, Size int
+	Name, Doc string
+}
+
+// Words encodes the descriptor as the 8 little-endian words of its slot.
+func (d *Desc) Words() [8]uint64 {
+	return [8]uint64{
+		uint64(d.Opcode) | uint64(d.Flags)<<8 | uint64(d.DstNode)<<16 | uint64(d.DstProc)<<32,
+		uint64(d.SrcProc) | uint64(d.Length)<<32,
+		d.LocalAddr,
+		d.RemoteAddr,
+		d.Cookie,
+		d.Imm,
+		d.Operand,
+		0,
+	}
+}
+
+// DescFromWords decodes a descriptor slot.
+func DescFromWords(w [8]uint64) Desc {
+	return Desc{
+		Opcode:     Opcode(w[0]),
+		Flags:      uint8(w[0] >> 8),
+		DstNode:    uint16(w[0] >> 16),
+		DstProc:    uint32(w[0] >> 32),
+		SrcProc:    uint32(w[1]),
+		Length:     uint32(w[1] >> 32),
+		LocalAddr:  w[2],
+		RemoteAddr: w[3],
+		Cookie:     w[4],
+		Imm:        w[5],
+		Operand:    w[6],
+	}
+}

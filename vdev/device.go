@@ -1,0 +1,318 @@
+// Package vdev is the device model, the "hardware" of dimmnet: one device is
+// one shared region (register page, command queue, LLCM, link memory) plus
+// the engines that act on it — the command engine (PUSH, PULL, IPUSH,
+// NOP/FENCE, READ_DONE), the receive engine (PUSH placement, IPUSH ring
+// placement with the AMT and its Address Table), the receive status ring,
+// per-peer sequencing with ACK/NACK, counters and the error register.
+//
+// A device knows nothing of processes: it sees descriptors in its command
+// queue and frames on its link Port, and it writes link memory, status
+// entries and registers. Drivers see it only through the region and the
+// doorbell and interrupt eventfds (package uapi is the whole contract).
+//
+// One Engine goroutine serves every device of a process, polling with
+// spin-then-sleep, so a 2-core machine running two drivers and two devices
+// does not thrash (see docs/design.md).
+package vdev
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/eventfd"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// Config sizes one device. Zero fields take the defaults.
+type Config struct {
+	Node          uint16
+	RegionSize    int    // power of two >= 1 MiB; default 16 MiB
+	ShmPath       string // file in /dev/shm; "" = anonymous memfd
+	CmdEntries    int    // command queue slots (power of two); default 1024
+	StatusEntries int    // status ring slots (power of two); default 1024
+	AMTEntries    int    // default 64
+	AMTATEntries  int    // GPIDs the AMT Address Table covers; default 1024
+	PageSize      int    // link page frame size for LMMC; default 4096
+	Window        int    // unacknowledged packets per peer; default 64
+	RingFullMode  int    // uapi.RingFullHold (default) or uapi.RingFullNACK
+}
+
+func (c *Config) defaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.RegionSize, 16<<20)
+	def(&c.CmdEntries, 1024)
+	def(&c.StatusEntries, 1024)
+	def(&c.AMTEntries, 64)
+	def(&c.AMTATEntries, 1024)
+	def(&c.PageSize, 4096)
+	def(&c.Window, 64)
+}
+
+// ErrConfig reports a configuration the device cannot be built with.
+var ErrConfig = errors.New("bad device config")
+
+// Device is one dimmnet device.
+type Device struct {
+	cfg  Config
+	shm  *shm.Region
+	r    uapi.Region
+	g    uapi.Geometry // the device's own copy: never re-read from the page a driver can scribble on
+	lm   []byte        // link memory
+	node uint16
+	mac  net.HardwareAddr
+
+	doorbell *eventfd.FD // drivers signal it after publishing while DEV_SLEEP=1
+	irq      *eventfd.FD // the device signals it after a status while DRV_WAIT=1
+
+	port       link.Port
+	crc        bool
+	maxPayload uint32
+	parser     *wire.Parser
+
+	amtat    []uint32 // AMT Address Table: GPID -> AMTATValid|index, inside the device
+	amtatSeq uint64   // last AMTAT_CTRL value executed
+
+	// command engine
+	cmdHead  uint64
+	cur      *job  // command being packetized (blocked on window or link)
+	compQ    []uapi.Status
+	inflight int // jobs not yet completed
+	msgID    uint32
+
+	// status ring
+	statTail  uint64
+	statFull  bool // a stall is being counted
+	irqWanted bool
+
+	// receive engine
+	peers   map[uint16]*peer
+	held    []byte // frame kept by a hold-mode stall
+	heldRF  bool   // the stall's RING_FULL status was raised
+	rings   []ringState
+	trace   bool
+	timers  int // peers with a retransmission armed
+	closing bool
+}
+
+// New creates a device and its region. Attach a port and add it to an
+// Engine to make it run.
+func New(cfg Config) (*Device, error) {
+	cfg.defaults()
+	pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+	if !pow2(cfg.CmdEntries) || !pow2(cfg.StatusEntries) {
+		return nil, fmt.Errorf("node %d: queue sizes %d/%d must be powers of two: %w", cfg.Node, cfg.CmdEntries, cfg.StatusEntries, ErrConfig)
+	}
+	if cfg.AMTEntries > 1<<16 || cfg.Window < 1 || cfg.Window > 1<<15 {
+		return nil, fmt.Errorf("node %d: AMT entries %d or window %d out of range: %w", cfg.Node, cfg.AMTEntries, cfg.Window, ErrConfig)
+	}
+	g := uapi.Geometry{
+		RegionSize:   uint64(cfg.RegionSize),
+		CmdqOff:      uapi.RegPageSize,
+		CmdqEntries:  uint64(cfg.CmdEntries),
+		StatqEntries: uint64(cfg.StatusEntries),
+		AMTEntries:   uint64(cfg.AMTEntries),
+		AMTATEntries: uint64(cfg.AMTATEntries),
+		PageSize:     uint64(cfg.PageSize),
+	}
+	g.LLCMOff = g.CmdqOff + g.CmdqEntries*uapi.DescSize
+	g.StatqOff = g.LLCMOff
+	g.AMTOff = g.StatqOff + g.StatqEntries*uapi.StatusSize
+	g.ScratchOff = roundUp(g.AMTOff+g.AMTEntries*uapi.AMTSize, 64)
+	g.LinkMemOff = roundUp(g.ScratchOff+16<<10, g.PageSize)
+	g.ScratchSize = g.LinkMemOff - g.ScratchOff
+	g.LLCMSize = g.LinkMemOff - g.LLCMOff
+	if g.LinkMemOff+1<<16 > g.RegionSize {
+		return nil, fmt.Errorf("node %d: region of %d bytes leaves no link memory: %w", cfg.Node, cfg.RegionSize, ErrConfig)
+	}
+	g.LinkMemSize = g.RegionSize - g.LinkMemOff
+	reg, err := shm.Create(fmt.Sprintf("dimmnet-node%d", cfg.Node), cfg.ShmPath, cfg.RegionSize)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", cfg.Node, err)
+	}
+	d := &Device{
+		cfg: cfg, shm: reg, r: uapi.Region(reg.Mem), g: g, node: cfg.Node,
+		mac:    wire.NodeMAC(cfg.Node),
+		lm:     reg.Mem[g.LinkMemOff:],
+		parser: wire.NewParser(),
+		amtat:  make([]uint32, cfg.AMTATEntries),
+		peers:  map[uint16]*peer{},
+		rings:  make([]ringState, cfg.AMTEntries),
+	}
+	if d.doorbell, err = eventfd.New(); err == nil {
+		d.irq, err = eventfd.New()
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("node %d: %w", cfg.Node, err)
+	}
+	r := d.r
+	for _, w := range []struct {
+		off uint32
+		v   uint64
+	}{
+		{uapi.RegABIVersion, uapi.ABIVersion},
+		{uapi.RegFeatures, uapi.FeatIPUSH | uapi.FeatAMTAT | uapi.FeatDirectAMT | uapi.FeatPULL | uapi.FeatPktStatus |
+			uapi.FeatDevHead | uapi.FeatHold | uapi.FeatNACK | uapi.FeatTrace | uapi.FeatReliable},
+		{uapi.RegNodeID, uint64(cfg.Node)},
+		{uapi.RegRegionSize, g.RegionSize},
+		{uapi.RegCmdqOff, g.CmdqOff}, {uapi.RegCmdqEntries, g.CmdqEntries},
+		{uapi.RegStatqOff, g.StatqOff}, {uapi.RegStatqEntries, g.StatqEntries},
+		{uapi.RegAMTOff, g.AMTOff}, {uapi.RegAMTEntries, g.AMTEntries},
+		{uapi.RegAMTATEntries, g.AMTATEntries},
+		{uapi.RegLLCMOff, g.LLCMOff}, {uapi.RegLLCMSize, g.LLCMSize},
+		{uapi.RegScratchOff, g.ScratchOff}, {uapi.RegScratchSize, g.ScratchSize},
+		{uapi.RegLinkMemOff, g.LinkMemOff}, {uapi.RegLinkMemSize, g.LinkMemSize},
+		{uapi.RegPageSizeReg, g.PageSize}, {uapi.RegProcsPerNode, uapi.ProcsPerNode},
+		{uapi.RegRingFullMode, uint64(cfg.RingFullMode)},
+		{uapi.RegWinBase, 0}, {uapi.RegWinSize, g.LinkMemSize},
+		{uapi.RegMTU, 64},
+		{uapi.RegAlive, uint64(monotime.Now())},
+	} {
+		r.Store64(w.off, w.v)
+	}
+	r.Store64(uapi.RegMagic, uapi.Magic) // last: a driver that sees the magic sees a whole page
+	return d, nil
+}
+
+func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
+
+// AttachPort connects the device to a medium. The device's MTU (largest
+// packet payload) follows from the port's frame size.
+func (d *Device) AttachPort(p link.Port) {
+	d.port = p
+	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
+		d.crc = c.NeedsCRC()
+	}
+	mp := uint32(p.MTU()-wire.FrameOverhead) &^ 7
+	d.maxPayload = mp
+	d.r.Store64(uapi.RegMTU, uint64(mp))
+	d.r.Store64(uapi.RegState, uapi.StateRunning)
+}
+
+// Node is the device's node id.
+func (d *Device) Node() uint16 { return d.node }
+
+// MAC is the device's address on its link.
+func (d *Device) MAC() net.HardwareAddr { return d.mac }
+
+// Region is the device's shared region, for in-process attach and inspection.
+func (d *Device) Region() []byte { return d.shm.Mem }
+
+// ShmFD is the region's file, for handing to ivshmem clients.
+func (d *Device) ShmFD() int { return d.shm.FD }
+
+// DoorbellFD is the eventfd a driver signals to wake the device.
+func (d *Device) DoorbellFD() int { return d.doorbell.Int() }
+
+// InterruptFD is the eventfd the device signals to wake a sleeping driver.
+func (d *Device) InterruptFD() int { return d.irq.Int() }
+
+// Close marks the device stopped and releases its region and eventfds. Stop
+// its Engine first.
+func (d *Device) Close() error {
+	var errs []error
+	if d.shm != nil {
+		d.r.Store64(uapi.RegState, uapi.StateStopped)
+		errs = append(errs, d.shm.Close(true))
+		d.shm = nil
+	}
+	for _, e := range []*eventfd.FD{d.doorbell, d.irq} {
+		if e != nil {
+			errs = append(errs, e.Close())
+		}
+	}
+	if d.port != nil {
+		errs = append(errs, d.port.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Device) count(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }
+
+func (d *Device) stamp(i int) {
+	d.r.Store64(uapi.RegTrace+8*uint32(i), uint64(monotime.Now()))
+}
+
+// serviceAMTAT executes a pending AMT Address Table register access.
+func (d *Device) serviceAMTAT() bool {
+	ctrl := d.r.Load64(uapi.RegAMTATCtrl)
+	if ctrl == d.amtatSeq {
+		return false
+	}
+	d.amtatSeq = ctrl
+	seq, op := ctrl>>8, ctrl&0xff
+	sel := d.r.Load64(uapi.RegAMTATSel)
+	res := uint64(uapi.AMTATResultOK)
+	switch {
+	case sel >= uint64(len(d.amtat)):
+		res = uapi.AMTATResultErr
+	case op == uapi.AMTATOpRead:
+		d.r.Store64(uapi.RegAMTATData, uint64(d.amtat[sel]))
+	case op == uapi.AMTATOpWrite:
+		v := d.r.Load64(uapi.RegAMTATData)
+		if v&uapi.AMTATValid != 0 && v&0xffff >= d.g.AMTEntries || v&^(uapi.AMTATValid|0xffff) != 0 {
+			res = uapi.AMTATResultErr
+		} else {
+			d.amtat[sel] = uint32(v)
+		}
+	default:
+		res = uapi.AMTATResultErr
+	}
+	d.r.Store64(uapi.RegAMTATDone, seq<<8|res)
+	return true
+}
+
+// postStatus publishes a status entry; false when the ring is full.
+func (d *Device) postStatus(s *uapi.Status) bool {
+	head := d.r.Load64(uapi.RegStatqHead)
+	if d.statTail-head >= d.g.StatqEntries {
+		d.noteStatusFull()
+		return false
+	}
+	d.statFull = false
+	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
+	d.r.WriteStatus(slot, s)
+	d.statTail++
+	d.r.Store64(uapi.RegStatqTail, d.statTail)
+	d.count(uapi.CtrStatusWritten, 1)
+	d.irqWanted = true
+	return true
+}
+
+// noteStatusFull counts a stall on a full status ring, once per stall.
+func (d *Device) noteStatusFull() {
+	if !d.statFull {
+		d.statFull = true
+		d.count(uapi.CtrStatusFullStalls, 1)
+	}
+}
+
+// statusRoom reports whether n more status entries fit now.
+func (d *Device) statusRoom(n uint64) bool {
+	return d.statTail+n-d.r.Load64(uapi.RegStatqHead) <= d.g.StatqEntries
+}
+
+// interrupt wakes a driver that said it sleeps.
+func (d *Device) interrupt() {
+	d.irqWanted = false
+	if d.r.Load64(uapi.RegDrvWait) != 0 {
+		d.r.Add64(uapi.RegInterrupts, 1)
+		d.irq.Signal()
+	}
+}
+
+// setError records a failed command in the ERROR register and counters.
+func (d *Device) setError(op uapi.Opcode, idx uint64, e uapi.Errno) {
+	d.r.Store64(uapi.RegError, uint64(e)|uint64(op)<<16|(idx&0xffffffff)<<32)
+	d.r.Add64(uapi.RegErrorCount, 1)
+	d.count(uapi.CtrCmdErrors, 1)
+}

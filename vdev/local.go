@@ -1,0 +1,67 @@
+package vdev
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// DefaultHubPayload is the packet payload of the embedded in-memory link:
+// 64 KiB, so a 1 MiB transfer is 16 packets.
+const DefaultHubPayload = 64 << 10
+
+// Local is the embedded default: devices in this process joined by an
+// in-memory link and served by one Engine.
+type Local struct {
+	Devices []*Device
+	Hub     *link.Hub
+	Engine  *Engine
+}
+
+// NewLocal builds and starts one device per node on an in-memory hub whose
+// packets carry up to payload bytes (0: DefaultHubPayload).
+func NewLocal(cfg Config, payload int, nodes ...uint16) (*Local, error) {
+	if payload == 0 {
+		payload = DefaultHubPayload
+	}
+	l := &Local{Hub: link.NewHub(payload+wire.FrameOverhead, 256)}
+	for _, n := range nodes {
+		c := cfg
+		c.Node = n
+		d, err := New(c)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		port, err := l.Hub.Attach(d.MAC())
+		if err != nil {
+			d.Close()
+			l.Close()
+			return nil, fmt.Errorf("attach node %d: %w", n, err)
+		}
+		d.AttachPort(port)
+		l.Devices = append(l.Devices, d)
+	}
+	e, err := NewEngine(l.Devices...)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.Engine = e
+	e.Start()
+	return l, nil
+}
+
+// Close stops the engine and releases every device.
+func (l *Local) Close() error {
+	if l.Engine != nil {
+		l.Engine.Stop()
+	}
+	var errs []error
+	for _, d := range l.Devices {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,360 @@
+package vdev
+
+import (
+	"errors"
+
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// ringState is what the receive engine remembers of one IPUSH ring to tell
+// interleaved per-message statuses: the message whose packet it wrote last
+// and the per-message messages still open.
+type ringState struct {
+	last msgKey
+	open map[msgKey]*openMsg
+}
+
+type msgKey struct {
+	proc  uint32
+	msgID uint32
+	node  uint16
+}
+
+type openMsg struct {
+	addr        uint64
+	interleaved bool
+}
+
+// outcome of delivering one packet.
+type outcome int
+
+const (
+	delivered  outcome = iota
+	refused            // consumed and NACKed with an error code
+	ringFull           // IPUSH ring full: hold or NACK
+	statusFull         // no room for the status: hold or NACK
+)
+
+// pollRx drains the port. It reports work done.
+func (d *Device) pollRx() bool {
+	busy := false
+	if d.held != nil {
+		f := d.held
+		if !d.handle(f, true) {
+			return false
+		}
+		d.held = nil
+		busy = true
+	}
+	for n := 0; n < 256; n++ {
+		f := d.port.Recv()
+		if f == nil {
+			break
+		}
+		busy = true
+		if !d.handle(f, false) {
+			d.held = f
+			break
+		}
+	}
+	if busy {
+		d.flushAcks() // the receive queue drained: acknowledge what no data frame carried
+	}
+	return busy
+}
+
+// handle processes one frame; false means hold mode keeps it (retry later).
+func (d *Device) handle(f []byte, retry bool) bool {
+	h, payload, err := d.parser.Parse(f)
+	if err != nil {
+		switch {
+		case errors.Is(err, wire.ErrNotDimmnet):
+			d.count(uapi.CtrRxForeign, 1)
+		case errors.Is(err, wire.ErrChecksum):
+			d.count(uapi.CtrCRCFail, 1)
+		default:
+			d.count(uapi.CtrRxMalformed, 1)
+		}
+		d.port.Release(f)
+		return true
+	}
+	if h.DstNode != d.node || h.SrcNode == d.node {
+		d.count(uapi.CtrRxMalformed, 1)
+		d.port.Release(f)
+		return true
+	}
+	if d.trace && !retry && h.Type <= wire.TypeIPush {
+		d.stamp(uapi.TraceRx)
+	}
+	p := d.peerOf(h.SrcNode)
+	if h.Flags&wire.FlagAckValid != 0 {
+		d.onAck(p, h.Ack)
+	}
+	switch h.Type {
+	case wire.TypeAck:
+		d.count(uapi.CtrAcksRx, 1)
+		d.port.Release(f)
+		return true
+	case wire.TypeNack:
+		d.onNack(p, h.Seq, h.Code)
+		d.port.Release(f)
+		return true
+	}
+	switch {
+	case h.Seq == 0 || int32(h.Seq-p.expect) > 0:
+		d.count(uapi.CtrOutOfOrder, 1) // dropped unacknowledged; the sender goes back
+		d.port.Release(f)
+		return true
+	case int32(h.Seq-p.expect) < 0:
+		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with the cumulative ACK
+		p.ackDue = true
+		d.port.Release(f)
+		return true
+	}
+	var out outcome
+	var code uapi.Errno
+	switch h.Type {
+	case wire.TypePush:
+		out, code = d.rxPush(h, payload)
+	case wire.TypeIPush:
+		out, code = d.rxIPush(h, payload)
+	case wire.TypePullReq:
+		out, code = d.rxPullReq(p, h)
+	case wire.TypePullResp:
+		out, code = d.rxPullResp(p, h, payload)
+	}
+	switch out {
+	case delivered:
+		p.expect++
+		p.ackDue = true
+		p.nackNoted = 0
+	case refused:
+		p.expect++
+		d.sendAck(p, wire.TypeNack, h.Seq, uint16(code)) // consumes seq: the ACK field covers it
+	case ringFull, statusFull:
+		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
+			if out == ringFull {
+				d.count(uapi.CtrRingFullNACKs, 1)
+			}
+			if p.nackNoted != h.Seq {
+				if d.sendAck(p, wire.TypeNack, h.Seq, 0) == nil {
+					p.nackNoted = h.Seq
+				}
+			}
+			break
+		}
+		return false // hold: keep the frame, stop receiving on this link
+	}
+	d.port.Release(f)
+	return true
+}
+
+// window returns the exposed range of link memory for remote PUSH/PULL.
+func (d *Device) inWindow(addr uint64, n uint32) bool {
+	base, size := d.r.Load64(uapi.RegWinBase), d.r.Load64(uapi.RegWinSize)
+	if !d.inLinkMem(base, 0) || size > d.g.LinkMemSize-base {
+		return false // a scribbled window exposes nothing
+	}
+	return addr >= base && addr-base <= size && uint64(n) <= size-(addr-base)
+}
+
+func (d *Device) rxPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	n := uint32(len(payload))
+	if h.Addr%uapi.AddrAlign != 0 || !d.inWindow(h.Addr, n) || h.Addr < uint64(h.Offset) {
+		d.count(uapi.CtrRxBadAddr, 1)
+		return refused, uapi.ERemoteAddr
+	}
+	pkt := h.Flags&wire.FlagPktStatus != 0
+	last := h.Flags&wire.FlagLast != 0
+	if (pkt || last) && !d.statusRoom(1) {
+		d.noteStatusFull()
+		return statusFull, 0
+	}
+	copy(d.lm[h.Addr:], payload)
+	if d.trace {
+		d.stamp(uapi.TracePlaced)
+	}
+	d.count(uapi.CtrRxPkts, 1)
+	d.count(uapi.CtrRxBytes, uint64(n))
+	d.count(uapi.CtrRxPush, 1)
+	if pkt || last {
+		s := uapi.Status{Type: uapi.StPUSH, SrcNode: h.SrcNode, SrcProc: h.SrcProc, MsgID: h.MsgID, Imm: h.Imm}
+		if pkt {
+			s.Length, s.Offset, s.Addr = n, h.Offset, h.Addr
+			s.Flags = stFlags(h)
+		} else {
+			s.Length, s.Addr, s.Flags = h.MsgLen, h.Addr-uint64(h.Offset), uapi.StFlagLast|uapi.StFlagFirst
+		}
+		d.postStatus(&s)
+		if d.trace {
+			d.stamp(uapi.TraceStatus)
+		}
+	}
+	return delivered, 0
+}
+
+func stFlags(h *wire.Header) uint8 {
+	var f uint8
+	if h.Flags&wire.FlagLast != 0 {
+		f |= uapi.StFlagLast
+	}
+	if h.Flags&wire.FlagFirst != 0 {
+		f |= uapi.StFlagFirst
+	}
+	return f
+}
+
+func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	var idx uint64
+	if h.Flags&wire.FlagDirectAMT != 0 {
+		idx = uint64(h.DstProc)
+		if idx >= d.g.AMTEntries {
+			return refused, uapi.EBadAMT
+		}
+	} else {
+		if uint64(h.SrcProc) >= uint64(len(d.amtat)) || d.amtat[h.SrcProc]&uapi.AMTATValid == 0 {
+			d.count(uapi.CtrIPushNoEntry, 1)
+			return refused, uapi.ENoAMTEntry
+		}
+		idx = uint64(d.amtat[h.SrcProc] & 0xffff)
+	}
+	e := d.g.AMTOff + idx*uapi.AMTSize
+	base := d.r.Load64At(e + uapi.AMTBase)
+	cfg := d.r.Load64At(e + uapi.AMTCfg)
+	size, flags := cfg&0xffffffff, cfg>>32
+	n := uint64(len(payload))
+	need := roundUp(n, uapi.RingAlign)
+	if flags&uapi.AMTFlagValid == 0 || base%uapi.RingAlign != 0 || size%uapi.RingAlign != 0 || size == 0 ||
+		!d.inLinkMem(base, uint32(min(size, uapi.MaxXfer))) || size > uapi.MaxXfer {
+		return refused, uapi.EBadAMT
+	}
+	if need > size {
+		return refused, uapi.ETooBig
+	}
+	pkt := h.Flags&wire.FlagPktStatus != 0
+	last := h.Flags&wire.FlagLast != 0
+	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)
+	pos := tail % size
+	pad := uint64(0)
+	msgNeed := roundUp(uint64(h.MsgLen), uapi.RingAlign)
+	if !pkt && h.Offset == 0 && msgNeed <= size && pos+msgNeed > size {
+		pad = size - pos // keep a per-message message contiguous
+	} else if pos+need > size {
+		pad = size - pos // a packet never straddles the ring's end
+	}
+	if tail-head > size || tail+pad+need-head > size {
+		if tail-head > size {
+			return refused, uapi.EBadAMT // the driver scribbled the pointers
+		}
+		d.ringFullOnce(uint16(idx))
+		return ringFull, 0
+	}
+	if (pkt || last) && !d.statusRoom(1) {
+		d.noteStatusFull()
+		return statusFull, 0
+	}
+	d.heldRF = false
+	at := base + (pos+pad)%size
+	copy(d.lm[at:at+n], payload)
+	if d.trace {
+		d.stamp(uapi.TracePlaced)
+	}
+	newTail := tail + pad + need
+	d.r.Store64At(e+uapi.AMTTail, newTail) // data, then the AMT tail, then the status, then the status tail
+	d.count(uapi.CtrRxPkts, 1)
+	d.count(uapi.CtrRxBytes, n)
+	d.count(uapi.CtrRxIPush, 1)
+
+	rs := &d.rings[idx]
+	k := msgKey{proc: h.SrcProc, msgID: h.MsgID, node: h.SrcNode}
+	if rs.last != k {
+		if o := rs.open[rs.last]; o != nil {
+			o.interleaved = true
+		}
+		if o := rs.open[k]; o != nil {
+			o.interleaved = true
+		}
+	}
+	rs.last = k
+	s := uapi.Status{SrcNode: h.SrcNode, SrcProc: h.SrcProc, MsgID: h.MsgID, AMT: uint16(idx), End: newTail, Imm: h.Imm}
+	switch {
+	case pkt:
+		s.Type, s.Length, s.Offset, s.Addr, s.Flags = uapi.StIPUSHPkt, uint32(n), h.Offset, at, stFlags(h)
+	default:
+		o := rs.open[k]
+		if h.Offset == 0 {
+			if rs.open == nil {
+				rs.open = map[msgKey]*openMsg{}
+			}
+			o = &openMsg{addr: at}
+			rs.open[k] = o
+		}
+		if !last {
+			return delivered, 0
+		}
+		delete(rs.open, k)
+		s.Type, s.Length, s.Flags = uapi.StIPUSHMsg, h.MsgLen, uapi.StFlagFirst|uapi.StFlagLast
+		if o != nil {
+			s.Addr = o.addr
+			if o.interleaved {
+				s.Flags |= uapi.StFlagInterleaved
+				d.count(uapi.CtrInterleaved, 1)
+			}
+		}
+	}
+	d.postStatus(&s)
+	if d.trace {
+		d.stamp(uapi.TraceStatus)
+	}
+	return delivered, 0
+}
+
+// ringFullOnce raises the one RING_FULL status of a stall (hold mode).
+func (d *Device) ringFullOnce(idx uint16) {
+	if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
+		return
+	}
+	if d.heldRF {
+		return
+	}
+	d.heldRF = true
+	d.count(uapi.CtrRingFullHolds, 1)
+	d.postStatus(&uapi.Status{Type: uapi.StRingFull, AMT: idx, SrcNode: d.node})
+}
+
+func (d *Device) rxPullReq(p *peer, h *wire.Header) (outcome, uapi.Errno) {
+	if h.Addr%uapi.AddrAlign != 0 || h.MsgLen == 0 || !d.inWindow(h.Addr, h.MsgLen) {
+		d.count(uapi.CtrRxBadAddr, 1)
+		return refused, uapi.ERemoteAddr
+	}
+	d.count(uapi.CtrRxPull, 1)
+	p.resp = append(p.resp, &respJob{msgID: h.MsgID, src: h.Addr, dst: h.Imm, n: h.MsgLen, srcProc: h.DstProc})
+	return delivered, 0
+}
+
+func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	j := p.pulls[h.MsgID]
+	n := uint32(len(payload))
+	if j == nil || h.Addr < j.desc.LocalAddr || h.Addr+uint64(n) > j.desc.LocalAddr+uint64(j.desc.Length) || !d.inLinkMem(h.Addr, n) {
+		d.count(uapi.CtrRxBadAddr, 1)
+		return refused, uapi.ERemoteAddr
+	}
+	last := h.Flags&wire.FlagLast != 0
+	if last && !d.statusRoom(1) {
+		d.noteStatusFull()
+		return statusFull, 0
+	}
+	copy(d.lm[h.Addr:], payload)
+	d.count(uapi.CtrRxPkts, 1)
+	d.count(uapi.CtrRxBytes, uint64(n))
+	j.pulled += n
+	if last {
+		delete(p.pulls, h.MsgID)
+		d.inflight--
+		s := uapi.Status{Type: uapi.StPULLDone, Opcode: uapi.OpPULL, SrcNode: p.node, SrcProc: j.desc.SrcProc,
+			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie}
+		d.postStatus(&s)
+	}
+	return delivered, 0
+}

@@ -1,0 +1,499 @@
+package vdev
+
+import (
+	"errors"
+
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// Retransmission backoff after a NACK or timeout: ACP's UDP transport figures.
+const (
+	minBackoff = 100_000     // ns
+	maxBackoff = 100_000_000 // ns
+)
+
+// job is one command in progress: being packetized, or sent and waiting for
+// its acknowledgement (PUSH/IPUSH) or its data (PULL).
+type job struct {
+	desc    uapi.Desc
+	idx     uint64
+	msgID   uint32
+	peer    *peer
+	off     uint32 // next byte to packetize
+	lastSeq uint32 // sequence number of the last packet, once all are sent
+	sentAll bool
+	err     uapi.Errno
+	pulled  uint32 // PULL: bytes landed
+}
+
+// respJob sends the data a remote PULL asked for.
+type respJob struct {
+	msgID   uint32
+	src     uint64 // local link address read
+	dst     uint64 // requester's link address
+	n, off  uint32
+	srcProc uint32
+}
+
+// txEntry is one sent, unacknowledged packet, kept as metadata: it is
+// re-encoded from link memory if it must be sent again (the command has not
+// completed, so its buffer is still the sender's to keep stable).
+type txEntry struct {
+	seq  uint32
+	typ  wire.Type
+	j    *job
+	r    *respJob
+	off  uint32
+	n    uint32
+	last bool
+}
+
+// peer is the per-destination reliability state.
+type peer struct {
+	node      uint16
+	nextSeq   uint32
+	acked     uint32 // highest cumulative ACK received
+	unacked   []txEntry
+	jobs      []*job // PUSH/IPUSH awaiting ACK, in sequence order
+	resp      []*respJob
+	resendAt  int64 // >0: go back to the first unacked packet at this time
+	backoff   int64
+	expect    uint32 // next sequence number to accept
+	ackDue    bool
+	pulls     map[uint32]*job
+	nackNoted uint32 // seq of the ring-full NACK already sent (one per stall)
+}
+
+func (d *Device) peerOf(node uint16) *peer {
+	p := d.peers[node]
+	if p == nil {
+		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, pulls: map[uint32]*job{}}
+		d.peers[node] = p
+	}
+	return p
+}
+
+func (p *peer) windowFull(w int) bool { return len(p.unacked) >= w || p.resendAt != 0 }
+
+// pollCommands consumes descriptors and advances sends. It reports work done.
+func (d *Device) pollCommands() bool {
+	busy := false
+	for len(d.compQ) > 0 { // completions wait for status room, in order
+		if !d.postStatus(&d.compQ[0]) {
+			return busy
+		}
+		d.compQ = d.compQ[1:]
+		busy = true
+	}
+	if d.cur != nil {
+		if !d.advance(d.cur) {
+			return busy
+		}
+		busy = true
+	}
+	tail := d.r.Load64(uapi.RegCmdqTail)
+	for n := 0; d.cmdHead != tail && n < 64; n++ {
+		if tail-d.cmdHead > d.g.CmdqEntries { // a driver published garbage: take what fits
+			tail = d.cmdHead + d.g.CmdqEntries
+		}
+		slot := d.g.CmdqOff + (d.cmdHead&(d.g.CmdqEntries-1))*uapi.DescSize
+		desc := d.r.ReadDesc(slot)
+		idx := d.cmdHead
+		d.cmdHead++
+		d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
+		d.count(uapi.CtrCmds, 1)
+		if d.trace {
+			d.stamp(uapi.TraceCmdSeen)
+		}
+		busy = true
+		d.execute(desc, idx)
+		if d.cur != nil || len(d.compQ) > 0 {
+			break
+		}
+	}
+	return busy
+}
+
+// fail completes a command with an error status naming it and the reason.
+func (d *Device) fail(desc *uapi.Desc, idx uint64, e uapi.Errno) {
+	d.setError(desc.Opcode, idx, e)
+	d.complete(&uapi.Status{Type: uapi.StError, Opcode: desc.Opcode, Err: e, End: idx, Cookie: desc.Cookie,
+		SrcNode: d.node, SrcProc: desc.SrcProc})
+}
+
+func (d *Device) complete(s *uapi.Status) {
+	if len(d.compQ) > 0 || !d.postStatus(s) {
+		d.compQ = append(d.compQ, *s)
+	}
+}
+
+func (d *Device) done(desc *uapi.Desc, idx uint64) {
+	if desc.Flags&uapi.FlagSignal != 0 {
+		d.complete(&uapi.Status{Type: uapi.StDone, Opcode: desc.Opcode, End: idx, Cookie: desc.Cookie,
+			SrcNode: d.node, SrcProc: desc.SrcProc, Length: desc.Length})
+	}
+}
+
+func (d *Device) inLinkMem(addr uint64, n uint32) bool {
+	return addr <= d.g.LinkMemSize && uint64(n) <= d.g.LinkMemSize-addr
+}
+
+// validate checks a descriptor before anything is sent.
+func (d *Device) validate(c *uapi.Desc) uapi.Errno {
+	if c.Opcode == 0 || c.Opcode >= uapi.NumOpcodes {
+		return uapi.EBadOpcode
+	}
+	if c.Flags&^uapi.FlagsValid != 0 || c.Flags&uapi.FlagDirectAMT != 0 && c.Opcode != uapi.OpIPUSH {
+		return uapi.EBadFlags
+	}
+	switch c.Opcode {
+	case uapi.OpPUSH, uapi.OpPULL, uapi.OpIPUSH:
+		if c.Length == 0 || c.Length > uapi.MaxXfer {
+			return uapi.EBadLength
+		}
+		if c.LocalAddr%uapi.AddrAlign != 0 || c.Opcode != uapi.OpIPUSH && c.RemoteAddr%uapi.AddrAlign != 0 {
+			return uapi.EBadAlign
+		}
+		if !d.inLinkMem(c.LocalAddr, c.Length) {
+			return uapi.EBadAddr
+		}
+		if c.DstNode == d.node {
+			return uapi.EBadNode
+		}
+	}
+	return uapi.EOK
+}
+
+func (d *Device) execute(c uapi.Desc, idx uint64) {
+	if e := d.validate(&c); e != uapi.EOK {
+		d.fail(&c, idx, e)
+		return
+	}
+	switch c.Opcode {
+	case uapi.OpNOP:
+		d.done(&c, idx)
+	case uapi.OpFENCE:
+		j := &job{desc: c, idx: idx}
+		if !d.advance(j) {
+			d.cur = j
+		}
+	case uapi.OpREADDONE:
+		d.readDone(&c, idx)
+	default: // PUSH, IPUSH, PULL
+		d.msgID++
+		j := &job{desc: c, idx: idx, msgID: d.msgID, peer: d.peerOf(c.DstNode)}
+		d.inflight++
+		if c.Opcode == uapi.OpPULL {
+			j.peer.pulls[j.msgID] = j
+		}
+		if !d.advance(j) {
+			d.cur = j
+		}
+	}
+}
+
+// readDone advances the head of a ring in device-head mode.
+func (d *Device) readDone(c *uapi.Desc, idx uint64) {
+	if c.RemoteAddr >= d.g.AMTEntries {
+		d.fail(c, idx, uapi.EBadAMT)
+		return
+	}
+	e := d.g.AMTOff + c.RemoteAddr*uapi.AMTSize
+	cfg := d.r.Load64At(e + uapi.AMTCfg)
+	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)
+	if cfg>>32&uapi.AMTFlagDevHead == 0 || c.Imm < head || c.Imm > tail {
+		d.fail(c, idx, uapi.EBadHead)
+		return
+	}
+	d.r.Store64At(e+uapi.AMTHead, c.Imm)
+	d.done(c, idx)
+}
+
+// advance packetizes as much of j as the window and link allow; it reports
+// whether j no longer blocks the command queue.
+func (d *Device) advance(j *job) bool {
+	if j.desc.Opcode == uapi.OpFENCE {
+		if d.inflight > 0 {
+			return false
+		}
+		d.cur = nil
+		d.done(&j.desc, j.idx)
+		return true
+	}
+	p := j.peer
+	total := j.desc.Length
+	if j.desc.Opcode == uapi.OpPULL {
+		total = 1 // one request packet
+	}
+	for j.off < total {
+		if p.windowFull(d.cfg.Window) {
+			return false
+		}
+		n := min(total-j.off, d.maxPayload)
+		typ := wire.TypePush
+		switch j.desc.Opcode {
+		case uapi.OpIPUSH:
+			typ = wire.TypeIPush
+		case uapi.OpPULL:
+			typ, n = wire.TypePullReq, 0
+		}
+		e := txEntry{seq: p.nextSeq, typ: typ, j: j, off: j.off, n: n, last: j.off+max(n, 1) >= total}
+		if err := d.transmit(p, &e); err != nil {
+			if errors.Is(err, link.ErrFull) {
+				return false
+			}
+			d.failPeer(p, uapi.EBadNode)
+			d.cur = nil
+			return true
+		}
+		p.nextSeq++
+		p.unacked = append(p.unacked, e)
+		j.off += max(n, 1)
+	}
+	j.sentAll = true
+	j.lastSeq = p.nextSeq - 1
+	if j.desc.Opcode != uapi.OpPULL {
+		p.jobs = append(p.jobs, j)
+	}
+	d.cur = nil
+	return true
+}
+
+// transmit encodes and sends one sequenced packet (first send or resend).
+func (d *Device) transmit(p *peer, e *txEntry) error {
+	h := wire.Header{Version: wire.Version1, Type: e.typ, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off}
+	var payload []byte
+	if j := e.j; j != nil {
+		c := &j.desc
+		h.SrcProc, h.DstProc, h.MsgID, h.MsgLen, h.Imm = c.SrcProc, c.DstProc, j.msgID, c.Length, c.Imm
+		if c.Flags&uapi.FlagPktStatus != 0 {
+			h.Flags |= wire.FlagPktStatus
+		}
+		if c.Flags&uapi.FlagSignal != 0 {
+			h.Flags |= wire.FlagSignal
+		}
+		switch e.typ {
+		case wire.TypePush:
+			h.Addr = c.RemoteAddr + uint64(e.off)
+		case wire.TypeIPush:
+			if c.Flags&uapi.FlagDirectAMT != 0 {
+				h.Flags |= wire.FlagDirectAMT
+				h.DstProc = uint32(c.RemoteAddr)
+			}
+		case wire.TypePullReq:
+			h.Addr, h.Imm = c.RemoteAddr, c.LocalAddr
+		}
+		if e.n > 0 {
+			payload = d.lm[c.LocalAddr+uint64(e.off) : c.LocalAddr+uint64(e.off)+uint64(e.n)]
+		}
+	} else {
+		r := e.r
+		h.SrcProc, h.MsgID, h.MsgLen, h.Addr = r.srcProc, r.msgID, r.n, r.dst+uint64(e.off)
+		payload = d.lm[r.src+uint64(e.off) : r.src+uint64(e.off)+uint64(e.n)]
+	}
+	if e.off == 0 {
+		h.Flags |= wire.FlagFirst
+	}
+	if e.last {
+		h.Flags |= wire.FlagLast
+	}
+	if err := d.send(p, &h, payload); err != nil {
+		return err
+	}
+	d.count(uapi.CtrTxPkts, 1)
+	d.count(uapi.CtrTxBytes, uint64(e.n))
+	return nil
+}
+
+// send frames a header and payload to p, piggybacking the cumulative ACK.
+func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
+	if p.expect > 1 {
+		h.Flags |= wire.FlagAckValid
+		h.Ack = p.expect - 1
+	}
+	if d.crc {
+		h.Flags |= wire.FlagCRC
+	}
+	f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+	if err := d.port.Send(f); err != nil {
+		d.port.Release(f)
+		return err
+	}
+	if d.trace && h.Type <= wire.TypeIPush {
+		d.stamp(uapi.TraceTx)
+	}
+	if h.Flags&wire.FlagAckValid != 0 {
+		p.ackDue = false
+	}
+	return nil
+}
+
+// sendAck sends a standalone ACK (or NACK with code) to p.
+func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16) error {
+	h := wire.Header{Version: wire.Version1, Type: typ, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
+	if err := d.send(p, &h, nil); err != nil {
+		return err
+	}
+	if typ == wire.TypeAck {
+		d.count(uapi.CtrAcksTx, 1)
+	}
+	return nil
+}
+
+// onAck retires packets and completes commands up to a cumulative ACK.
+func (d *Device) onAck(p *peer, ack uint32) {
+	if int32(ack-p.acked) <= 0 || int32(ack-(p.nextSeq-1)) > 0 {
+		return // old, or acknowledging what was never sent
+	}
+	p.acked = ack
+	i := 0
+	for i < len(p.unacked) && int32(p.unacked[i].seq-ack) <= 0 {
+		i++
+	}
+	p.unacked = p.unacked[i:]
+	if len(p.unacked) == 0 {
+		p.unacked = p.unacked[:0:0]
+	}
+	if p.resendAt != 0 {
+		d.timers--
+		p.resendAt = 0
+	}
+	p.backoff = minBackoff
+	i = 0
+	for i < len(p.jobs) && int32(p.jobs[i].lastSeq-ack) <= 0 {
+		j := p.jobs[i]
+		d.inflight--
+		if j.err != uapi.EOK {
+			d.fail(&j.desc, j.idx, j.err)
+		} else {
+			d.done(&j.desc, j.idx)
+		}
+		i++
+	}
+	p.jobs = p.jobs[i:]
+	// responder jobs whose every packet is acknowledged are finished
+	for len(p.resp) > 0 && p.resp[0].off >= p.resp[0].n && !p.hasUnacked(p.resp[0]) {
+		p.resp = p.resp[1:]
+	}
+}
+
+func (p *peer) hasUnacked(r *respJob) bool {
+	for i := range p.unacked {
+		if p.unacked[i].r == r {
+			return true
+		}
+	}
+	return false
+}
+
+// onNack handles a NACK: code 0 asks for a resend (ring full at the
+// receiver); any other code refuses packet seq for good (the receiver
+// consumed it) and fails its command with that reason.
+func (d *Device) onNack(p *peer, seq uint32, code uint16) {
+	d.count(uapi.CtrNACKsRx, 1)
+	if code != 0 {
+		for i := range p.unacked {
+			e := &p.unacked[i]
+			if e.seq == seq && e.j != nil && e.j.err == uapi.EOK {
+				e.j.err = uapi.Errno(code)
+				if e.j.desc.Opcode == uapi.OpPULL { // no data will come: complete now
+					delete(p.pulls, e.j.msgID)
+					d.inflight--
+					d.fail(&e.j.desc, e.j.idx, e.j.err)
+				}
+			}
+		}
+		d.onAck(p, seq)
+		return
+	}
+	if int32(seq-p.acked) <= 0 || p.resendAt != 0 {
+		return
+	}
+	d.onAck(p, seq-1)
+	p.resendAt = monotime.Now() + p.backoff
+	p.backoff = min(p.backoff*2, maxBackoff)
+	d.timers++
+}
+
+// retransmit resends every unacknowledged packet of peers whose backoff ran out.
+func (d *Device) retransmit(now int64) bool {
+	busy := false
+	for _, p := range d.peers {
+		if p.resendAt == 0 || now < p.resendAt {
+			continue
+		}
+		for i := range p.unacked {
+			if err := d.transmit(p, &p.unacked[i]); err != nil {
+				p.resendAt = now + minBackoff // link busy: try again shortly
+				return busy
+			}
+			d.count(uapi.CtrRetransmits, 1)
+			busy = true
+		}
+		p.resendAt = 0
+		d.timers--
+	}
+	return busy
+}
+
+// serveResponses sends PULL response data.
+func (d *Device) serveResponses() bool {
+	busy := false
+	for _, p := range d.peers {
+		for _, r := range p.resp {
+			for r.off < r.n {
+				if p.windowFull(d.cfg.Window) {
+					break
+				}
+				n := min(r.n-r.off, d.maxPayload)
+				e := txEntry{seq: p.nextSeq, typ: wire.TypePullResp, r: r, off: r.off, n: n, last: r.off+n >= r.n}
+				if d.transmit(p, &e) != nil {
+					return busy
+				}
+				p.nextSeq++
+				p.unacked = append(p.unacked, e)
+				r.off += n
+				busy = true
+			}
+		}
+	}
+	return busy
+}
+
+// flushAcks sends the ACKs that no data frame carried.
+func (d *Device) flushAcks() {
+	for _, p := range d.peers {
+		if p.ackDue {
+			if d.sendAck(p, wire.TypeAck, 0, 0) != nil {
+				return
+			}
+		}
+	}
+}
+
+// failPeer fails every command to a peer that cannot be reached.
+func (d *Device) failPeer(p *peer, e uapi.Errno) {
+	seen := map[*job]bool{}
+	for _, x := range p.unacked {
+		if x.j != nil && !seen[x.j] {
+			seen[x.j] = true
+		}
+	}
+	if d.cur != nil && d.cur.peer == p {
+		seen[d.cur] = true
+	}
+	for _, j := range p.jobs {
+		seen[j] = true
+	}
+	for j := range seen {
+		d.inflight--
+		d.fail(&j.desc, j.idx, e)
+	}
+	if p.resendAt != 0 {
+		d.timers--
+	}
+	delete(d.peers, p.node)
+}

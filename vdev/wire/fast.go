@@ -1,0 +1,112 @@
+package wire
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"slices"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+)
+
+// AppendFrame appends a complete frame (Ethernet header, dimmnet header,
+// payload) to dst and returns the extended slice. It is the transmit fast
+// path: it does not allocate when dst has room, and yields byte for byte
+// what gopacket.SerializeLayers produces for the same layers with
+// FixLengths and ComputeChecksums (dimmnet frames are always at least
+// FrameOverhead bytes, so Ethernet never pads them).
+//
+// The frame carries PayloadLen = len(payload) and, when h.Flags has
+// FlagCRC, a freshly computed Checksum; otherwise h.Checksum is copied.
+// h itself is not modified, so one template header may be shared by
+// concurrent senders. It panics if either MAC is not 6 bytes long, since
+// that is a configuration bug no frame could survive.
+func AppendFrame(dst []byte, dstMAC, srcMAC net.HardwareAddr, h *Header, payload []byte) []byte {
+	if len(dstMAC) != 6 || len(srcMAC) != 6 {
+		panic("wire: AppendFrame needs 6-byte MAC addresses")
+	}
+	start := len(dst)
+	n := FrameOverhead + len(payload)
+	dst = slices.Grow(dst, n)[:start+n]
+	f := dst[start:]
+
+	copy(f[0:6], dstMAC)
+	copy(f[6:12], srcMAC)
+	binary.BigEndian.PutUint16(f[12:14], uint16(EtherType))
+
+	hdr := f[EthHeaderLen : EthHeaderLen+HeaderLen]
+	h.Put(hdr)
+	binary.LittleEndian.PutUint32(hdr[36:], uint32(len(payload)))
+	copy(f[FrameOverhead:], payload)
+	if h.Flags&FlagCRC != 0 {
+		// Put left the old checksum there; the rule takes it as zero.
+		binary.LittleEndian.PutUint32(hdr[offChecksum:], 0)
+		crc := crc32.Update(0, castagnoli, f[EthHeaderLen:])
+		binary.LittleEndian.PutUint32(hdr[offChecksum:], crc)
+	}
+	return dst
+}
+
+// Parser is the receive fast path. It owns the decoded layers so that
+// parsing a frame allocates nothing; the price is that results alias the
+// parser and the frame. A Parser is not safe for concurrent use: give
+// each receive goroutine its own.
+type Parser struct {
+	eth     layers.Ethernet
+	hdr     Header
+	dlp     *gopacket.DecodingLayerParser
+	decoded []gopacket.LayerType
+}
+
+// NewParser returns a Parser ready for use. All allocation happens here.
+func NewParser() *Parser {
+	p := &Parser{decoded: make([]gopacket.LayerType, 0, 4)}
+	p.dlp = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &p.eth, &p.hdr)
+	// Two layers: a linear array beats the default map lookup.
+	p.dlp.SetDecodingLayerContainer(gopacket.DecodingLayerArray(nil).Put(&p.eth).Put(&p.hdr))
+	// The payload layer is deliberately not decoded (it is just bytes),
+	// so "no decoder for Payload" is the normal end of a good frame.
+	p.dlp.IgnoreUnsupported = true
+	return p
+}
+
+// Parse decodes frame and checks it as the device must before acting on
+// it: version, type, payload length and, with FlagCRC, the checksum. On
+// success it returns the header and exactly PayloadLen bytes of payload
+// (Ethernet padding dropped); both alias the parser and frame and are
+// valid until the next Parse or until frame is reused. Errors are the
+// package's sentinels (ErrNotDimmnet, ErrTruncated, ErrVersion,
+// ErrBadType, ErrLength, ErrChecksum); the header is nil with any error.
+func (p *Parser) Parse(frame []byte) (*Header, []byte, error) {
+	if len(frame) < EthHeaderLen {
+		// layers.Ethernet would allocate an error for this; answer first.
+		p.eth = layers.Ethernet{}
+		return nil, nil, ErrTruncated
+	}
+	err := p.dlp.DecodeLayers(frame, &p.decoded)
+	if p.eth.EthernetType != EtherType {
+		return nil, nil, ErrNotDimmnet
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(p.decoded) < 2 {
+		// EtherType matched but nothing followed the Ethernet header.
+		return nil, nil, ErrTruncated
+	}
+	h := &p.hdr
+	if h.Flags&FlagCRC != 0 && ComputeChecksum(h.Contents, h.Payload) != h.Checksum {
+		return nil, nil, ErrChecksum
+	}
+	return h, h.Payload, nil
+}
+
+// SrcMAC returns the source MAC of the last frame given to Parse (aliasing
+// it), so the device can learn or check the peer's address without
+// re-slicing the frame itself.
+func (p *Parser) SrcMAC() net.HardwareAddr { return p.eth.SrcMAC }
+
+// DstMAC returns the destination MAC of the last frame given to Parse
+// (aliasing it), so the device can tell unicast from broadcast.
+func (p *Parser) DstMAC() net.HardwareAddr { return p.eth.DstMAC }
