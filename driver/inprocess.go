@@ -1,63 +1,61 @@
 package driver
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/dimmnet/dimmnet/internal/eventfd"
 )
 
 // eventfdTransport is a region plus two eventfds: the device's doorbell
-// (we write it) and our interrupt (we wait on it). In-process attach uses it
-// directly; host-process attach gets the same fds from the ivshmem server.
+// (we signal it) and our interrupt (we wait on it). In-process attach uses it
+// directly; host-process attach gets the same kind of fds from the ivshmem
+// server.
 type eventfdTransport struct {
 	mem      []byte
 	doorbell int
-	irq      int
+	irq      *eventfd.FD // our own dup, waited on through the runtime poller
 	closeFn  func() error
 }
 
 // InProcess attaches to a device in this process: its region and the
-// doorbell and interrupt eventfds it exposes. Closing the transport leaves
-// them to their owner, the device.
+// doorbell and interrupt eventfds it exposes. The transport keeps its own
+// copy of the interrupt fd; the device keeps owning the originals.
 func InProcess(region []byte, doorbellFD, irqFD int) Transport {
-	return &eventfdTransport{mem: region, doorbell: doorbellFD, irq: irqFD}
+	t := &eventfdTransport{mem: region, doorbell: doorbellFD}
+	t.irq, _ = eventfd.DupFD(irqFD) // on failure the driver polls instead of sleeping
+	return t
 }
 
 func (t *eventfdTransport) Region() []byte { return t.mem }
 
 func (t *eventfdTransport) Kick() error {
-	var b [8]byte
-	binary.NativeEndian.PutUint64(b[:], 1)
-	for {
-		_, err := unix.Write(t.doorbell, b[:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil && !errors.Is(err, unix.EAGAIN) {
-			return fmt.Errorf("ring doorbell: %w", err)
-		}
-		return nil
+	if err := eventfd.Signal(t.doorbell); err != nil {
+		return fmt.Errorf("ring doorbell: %w", err)
 	}
+	return nil
 }
 
 func (t *eventfdTransport) WaitIRQ(timeoutMs int) error {
-	fds := []unix.PollFd{{Fd: int32(t.irq), Events: unix.POLLIN}}
-	_, err := unix.Poll(fds, timeoutMs)
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("wait interrupt: %w", err)
+	if t.irq == nil {
+		time.Sleep(time.Duration(timeoutMs) * time.Millisecond / 10) // no interrupt: poll slowly
+		return nil
 	}
-	if fds[0].Revents&unix.POLLIN != 0 {
-		var b [8]byte
-		unix.Read(t.irq, b[:])
+	_, err := t.irq.Wait(time.Duration(timeoutMs) * time.Millisecond)
+	if errors.Is(err, eventfd.ErrClosed) {
+		return ErrDeviceStopped
 	}
-	return nil
+	return err
 }
 
 func (t *eventfdTransport) Close() error {
-	if t.closeFn != nil {
-		return t.closeFn()
+	var errs []error
+	if t.irq != nil {
+		errs = append(errs, t.irq.Close())
 	}
-	return nil
+	if t.closeFn != nil {
+		errs = append(errs, t.closeFn())
+	}
+	return errors.Join(errs...)
 }

@@ -20,9 +20,9 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/eventfd"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/shm"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -83,7 +83,7 @@ type Device struct {
 
 	// command engine
 	cmdHead  uint64
-	cur      *job  // command being packetized (blocked on window or link)
+	cur      *job // command being packetized (blocked on window or link)
 	compQ    []uapi.Status
 	inflight int // jobs not yet completed
 	msgID    uint32

@@ -5,11 +5,11 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/eventfd"
-	"golang.org/x/sys/unix"
 )
 
 // Polling budget before the engine sleeps: spin (yielding the processor now
@@ -25,7 +25,7 @@ const (
 // keeps the drivers' cores free (docs/design.md).
 type Engine struct {
 	devs     []*Device
-	wake     *eventfd.FD
+	wakeCh   chan struct{}
 	sleeping atomic.Bool
 	stop     atomic.Bool
 	done     chan struct{}
@@ -34,14 +34,9 @@ type Engine struct {
 
 // NewEngine makes an engine for devs; each must have a port attached.
 func NewEngine(devs ...*Device) (*Engine, error) {
-	w, err := eventfd.New()
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{devs: devs, wake: w, done: make(chan struct{})}
+	e := &Engine{devs: devs, wakeCh: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, d := range devs {
 		if d.port == nil {
-			w.Close()
 			return nil, errors.New("vdev: device has no port attached")
 		}
 		d.port.SetNotify(e.notify)
@@ -51,7 +46,7 @@ func NewEngine(devs ...*Device) (*Engine, error) {
 
 func (e *Engine) notify() {
 	if e.sleeping.Load() {
-		e.wake.Signal()
+		e.kick()
 	}
 }
 
@@ -62,9 +57,8 @@ func (e *Engine) Start() { go e.run() }
 func (e *Engine) Stop() {
 	e.once.Do(func() {
 		e.stop.Store(true)
-		e.wake.Signal()
+		e.kick()
 		<-e.done
-		e.wake.Close()
 	})
 }
 
@@ -111,11 +105,30 @@ func (d *Device) pending() bool {
 
 func (e *Engine) run() {
 	defer close(e.done)
-	fds := []unix.PollFd{{Fd: int32(e.wake.Int()), Events: unix.POLLIN}}
+	var waiters []*eventfd.FD
+	defer func() {
+		for _, w := range waiters {
+			w.Close()
+		}
+	}()
 	for _, d := range e.devs {
-		fds = append(fds, unix.PollFd{Fd: int32(d.doorbell.Int()), Events: unix.POLLIN})
+		w, err := d.doorbell.Dup()
+		if err != nil {
+			continue // the device still runs, only by polling
+		}
+		waiters = append(waiters, w)
+		go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
+			for {
+				if _, err := w.Wait(0); err != nil {
+					return
+				}
+				d.count(uapi.CtrDoorbells, 1)
+				e.kick()
+			}
+		}(d, w)
 	}
-	lastWork := monotime.Now()
+	timer := time.NewTimer(time.Hour)
+	lastWork := int64(0)
 	lastAlive := int64(0)
 	iter := 0
 	for !e.stop.Load() {
@@ -149,15 +162,15 @@ func (e *Engine) run() {
 		if t-lastWork < spinNs {
 			continue
 		}
-		// Sleep: say so, look once more, then block on the doorbells.
+		// Sleep: say so, look once more, then park until a doorbell, a frame or a timer.
 		e.sleeping.Store(true)
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 1)
 		}
-		timeout := int64(aliveNs)
+		timeout := time.Duration(aliveNs)
 		work := false
 		for _, d := range e.devs {
-			if d.pending() || d.port != nil && d.held == nil && d.portReady() {
+			if d.pending() || d.held == nil && d.portReady() {
 				work = true
 			}
 			if d.stalled() {
@@ -168,27 +181,26 @@ func (e *Engine) run() {
 			for _, d := range e.devs {
 				d.count(uapi.CtrSleeps, 1)
 			}
-			ts := unix.NsecToTimespec(timeout)
-			n, _ := unix.Ppoll(fds, &ts, nil)
-			if n > 0 {
-				for i := range fds {
-					if fds[i].Revents&unix.POLLIN != 0 {
-						if i == 0 {
-							e.wake.Drain()
-						} else {
-							e.devs[i-1].doorbell.Drain()
-							e.devs[i-1].count(uapi.CtrDoorbells, 1)
-						}
-					}
-					fds[i].Revents = 0
-				}
+			timer.Reset(timeout)
+			select {
+			case <-e.wakeCh:
+			case <-timer.C:
 			}
+			timer.Stop()
 		}
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 0)
 		}
 		e.sleeping.Store(false)
 		lastWork = 0
+	}
+}
+
+// kick wakes the engine if it is parked (or about to park).
+func (e *Engine) kick() {
+	select {
+	case e.wakeCh <- struct{}{}:
+	default:
 	}
 }
 

@@ -1,0 +1,41 @@
+// Command dimmnet is the one CLI of the project: it runs the embedded
+// two-node ping-pong (and, in later issues, the daemon, the FUSE inspector
+// and the VM lab).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: dimmnet <command> [flags]
+
+commands:
+  pingpong   two-node ping-pong: RTT/2 and bandwidth for PUSH and IPUSH
+             (embedded in-process devices by default; --breakdown for the
+             paper's Table 7 stage breakdown)
+
+run "dimmnet <command> -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "pingpong":
+		err = pingpongCmd(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "dimmnet: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dimmnet %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

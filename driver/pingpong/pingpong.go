@@ -1,0 +1,204 @@
+// Package pingpong measures a device pair the way the IPUSH paper's section
+// 5.2 does: one side sends a message, the other replies with one of the same
+// size as soon as it sees it, and RTT/2 and size/(RTT/2) are reported per
+// message size, for PUSH and IPUSH, in the paper's Table 5 conditions that
+// have a counterpart here. It only uses the driver API, so it runs the same
+// wherever the two drivers are attached (in-process, host processes, guests).
+package pingpong
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// Modes and conditions, named as in the --json records.
+const (
+	ModePush  = "push"
+	ModeIPush = "ipush"
+	// CondLinkMem is the paper's conditions (1)/(2): the receiver polls only
+	// the status tail, advances the status and AMT heads without touching the
+	// data, and replies from link memory.
+	CondLinkMem = "linkmem"
+	// CondHostCopy is conditions (3)/(4): it also reads the status entry and
+	// copies the payload out of link memory into ordinary memory.
+	CondHostCopy = "hostcopy"
+)
+
+// Result is one row of the table (and one --json record).
+type Result struct {
+	Mode      string  `json:"mode"`
+	Condition string  `json:"condition"`
+	Size      int     `json:"size"`
+	RTTHalfUs float64 `json:"rtt_half_us"`
+	MBps      float64 `json:"mbps"`
+	Iters     int     `json:"iters"`
+	Path      string  `json:"path,omitempty"`
+}
+
+// Sizes returns the message sizes 8 B .. max in powers of 2.
+func Sizes(max int) []int {
+	var s []int
+	for n := 8; n <= max; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// Iters picks iteration counts: enough bytes to average over noise, at
+// least 100 round trips, at most 20000.
+func Iters(size int) (warm, iters int) {
+	iters = min(max((64<<20)/size, 100), 20000)
+	return max(iters/10, 10), iters
+}
+
+// Layout of each side's link memory for the run.
+type layout struct {
+	src, dst, ring, ringSize uint64
+}
+
+func plan(maxSize int, lm uint64) (layout, error) {
+	m := (uint64(maxSize) + 4095) &^ 4095
+	l := layout{src: 0, dst: m, ring: 2 * m, ringSize: max(4*m, 1<<20)}
+	if l.ring+l.ringSize > lm {
+		return l, fmt.Errorf("pingpong of %d bytes needs %d bytes of link memory, device has %d", maxSize, l.ring+l.ringSize, lm)
+	}
+	return l, nil
+}
+
+// Side is one end: a driver and the node it talks to.
+type Side struct {
+	D    *driver.Driver
+	Peer uint16
+	l    layout
+	ring *driver.Ring
+	buf  []byte
+}
+
+// Setup prepares both sides for messages up to maxSize: a source buffer, a
+// PUSH target, and IPUSH ring 0 fed by the peer's GPID.
+func Setup(a, b *Side, maxSize int) error {
+	for _, s := range []struct{ me, other *Side }{{a, b}, {b, a}} {
+		l, err := plan(maxSize, s.me.D.Geometry().LinkMemSize)
+		if err != nil {
+			return err
+		}
+		s.me.l = l
+		if s.me.ring, err = s.me.D.SetRing(0, l.ring, l.ringSize, false); err != nil {
+			return err
+		}
+		if err := s.me.D.MapSender(uapi.GPID(s.me.Peer, 0), 0); err != nil {
+			return err
+		}
+		s.me.buf = make([]byte, maxSize)
+		src := s.me.D.LinkMem()[l.src : l.src+uint64(maxSize)]
+		for i := range src {
+			src[i] = byte(i) ^ byte(s.me.D.Node())
+		}
+	}
+	return nil
+}
+
+// send posts one message of n bytes to the peer.
+func (s *Side) send(mode string, n int) error {
+	for {
+		var err error
+		if mode == ModePush {
+			_, err = s.D.Push(s.Peer, s.l.src, s.l.dst, uint32(n), 0, 0)
+		} else {
+			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), s.l.src, uint32(n), 0, 0, 0)
+		}
+		if !errors.Is(err, driver.ErrQueueFull) {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
+
+// Stamps are the receiver-side stage times of one message (ns, monotonic).
+type Stamps struct {
+	Detect, Read, Copied int64
+}
+
+// recv waits for one message and consumes it as the condition says.
+func (s *Side) recv(mode, cond string, n int, st *Stamps) error {
+	if _, err := s.D.WaitTail(waitNs); err != nil {
+		return fmt.Errorf("node %d waiting for a %d-byte %s: %w", s.D.Node(), n, mode, err)
+	}
+	if st != nil {
+		st.Detect = monotime.Now()
+	}
+	if cond == CondLinkMem {
+		s.D.Skip(1)
+		if mode == ModeIPush {
+			s.ring.ReleaseTo(s.ring.Tail())
+		}
+		return nil
+	}
+	status, ok := s.D.Poll()
+	if !ok {
+		return fmt.Errorf("node %d: status vanished", s.D.Node())
+	}
+	if st != nil {
+		st.Read = monotime.Now()
+	}
+	want := uapi.StPUSH
+	if mode == ModeIPush {
+		want = uapi.StIPUSHMsg
+	}
+	if status.Type != want || status.Length != uint32(n) {
+		return fmt.Errorf("node %d: expected a %d-byte %s status, got %v", s.D.Node(), n, want, status)
+	}
+	s.D.CopyOut(s.buf[:n], status.Addr)
+	if st != nil {
+		st.Copied = monotime.Now()
+	}
+	if mode == ModeIPush {
+		s.ring.ReleaseTo(status.End)
+	}
+	return nil
+}
+
+const waitNs = 10_000_000_000
+
+// Run measures one (mode, condition, size) with a as the initiator and b
+// as the responder (b runs on its own goroutine, as a separate process would).
+func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
+	errc := make(chan error, 1)
+	total := warm + iters
+	go func() {
+		for i := 0; i < total; i++ {
+			if err := b.recv(mode, cond, size, nil); err != nil {
+				errc <- err
+				return
+			}
+			if err := b.send(mode, size); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	var start int64
+	for i := 0; i < total; i++ {
+		if i == warm {
+			start = monotime.Now()
+		}
+		if err := a.send(mode, size); err != nil {
+			return Result{}, err
+		}
+		if err := a.recv(mode, cond, size, nil); err != nil {
+			return Result{}, err
+		}
+	}
+	el := monotime.Now() - start
+	if err := <-errc; err != nil {
+		return Result{}, err
+	}
+	half := float64(el) / float64(iters) / 2 / 1e3
+	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters}, nil
+}
