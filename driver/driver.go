@@ -44,10 +44,11 @@ type Transport interface {
 
 // Polling budget of Wait before it sleeps on the interrupt.
 const (
-	spinNs   = 50_000
-	sleepMs  = 10
-	staleNs  = 2_000_000_000 // ALIVE older than this while we wait: the device is gone
-	yieldMod = 16
+	spinNs    = 50_000
+	maxSpinNs = 1_000_000
+	sleepMs   = 10
+	staleNs   = 2_000_000_000 // ALIVE older than this while we wait: the device is gone
+	yieldMod  = 16
 )
 
 // Driver drives one device.
@@ -60,8 +61,10 @@ type Driver struct {
 	proc     uint32
 	cmdTail  uint64
 	cmdHead  uint64 // cached; reloaded only when the queue looks full
-	statHead uint64
+	statHead uint64 // statuses consumed
+	statPub  uint64 // head last published to the device
 	amtatSeq uint64
+	avgWait  int64 // ns, running average of WaitTail waits
 }
 
 // Open attaches to the device behind t after checking its identity, ABI
@@ -86,6 +89,7 @@ func Open(t Transport) (*Driver, error) {
 	d.cmdTail = r.Load64(uapi.RegCmdqTail)
 	d.cmdHead = r.Load64(uapi.RegCmdqHead)
 	d.statHead = r.Load64(uapi.RegStatqHead)
+	d.statPub = d.statHead
 	d.amtatSeq = r.Load64(uapi.RegAMTATCtrl) >> 8
 	return d, nil
 }
@@ -186,17 +190,32 @@ func (d *Driver) Poll() (uapi.Status, bool) {
 	}
 	s := d.r.ReadStatus(d.g.StatqOff + (d.statHead&(d.g.StatqEntries-1))*uapi.StatusSize)
 	d.statHead++
-	d.r.Store64(uapi.RegStatqHead, d.statHead)
-	d.kickIfAsleep()
+	d.publishHead(false)
 	return s, true
 }
+
+// publishHead stores the consumed status count for the device, lazily: a
+// store to a line the device reads costs a cache-line transfer on the
+// critical path of the next command, and the device needs the head only
+// when its ring looks full. It is published every quarter ring, before the
+// driver sleeps, and on Flush.
+func (d *Driver) publishHead(force bool) {
+	if d.statHead == d.statPub || !force && d.statHead-d.statPub < d.g.StatqEntries/4 {
+		return
+	}
+	d.statPub = d.statHead
+	d.r.Store64(uapi.RegStatqHead, d.statHead)
+	d.kickIfAsleep()
+}
+
+// Flush publishes the status head now (the device sees all consumed space).
+func (d *Driver) Flush() { d.publishHead(true) }
 
 // Skip consumes n status entries without reading them (the ping-pong's
 // linkmem condition: the arrival is all it needs to know).
 func (d *Driver) Skip(n uint64) {
 	d.statHead += n
-	d.r.Store64(uapi.RegStatqHead, d.statHead)
-	d.kickIfAsleep()
+	d.publishHead(false)
 }
 
 // WaitTail waits until the status tail moves past the driver's head and
@@ -210,6 +229,7 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	start := monotime.Now()
 	for i := 1; ; i++ {
 		if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
+			d.learnWait(monotime.Now() - start)
 			return t, nil
 		}
 		if i%yieldMod != 0 {
@@ -217,7 +237,7 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 		}
 		runtime.Gosched()
 		now := monotime.Now()
-		if now-start < spinNs {
+		if now-start < d.spinBudget() {
 			continue
 		}
 		if timeoutNs > 0 && now-start > timeoutNs {
@@ -229,8 +249,17 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	}
 }
 
+// spinBudget is how long WaitTail spins before sleeping: twice the recent
+// wait, within [spinNs, maxSpinNs]. A reply that comes within the spin is
+// seen at once; sleeping costs a wake-up through the scheduler, tens of µs.
+func (d *Driver) spinBudget() int64 { return min(max(2*d.avgWait, spinNs), maxSpinNs) }
+
+// learnWait folds one observed wait into the running average.
+func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }
+
 // sleep blocks on the interrupt after announcing it, re-checking first.
 func (d *Driver) sleep() error {
+	d.publishHead(true)
 	d.r.Store64(uapi.RegDrvWait, 1)
 	defer d.r.Store64(uapi.RegDrvWait, 0)
 	if d.r.Load64(uapi.RegStatqTail) != d.statHead {

@@ -51,11 +51,26 @@ func (r *Ring) Head() uint64 { return r.d.r.Load64At(r.entry + uapi.AMTHead) }
 
 // Data returns the link memory an IPUSH status describes (a per-packet
 // status, or a per-message one that was not interleaved), without copying.
+// It is nil for a WRAPPED status (use Copy) or one outside the ring.
 func (r *Ring) Data(s *uapi.Status) []byte {
-	if s.Addr < r.base || s.Addr+uint64(s.Length) > r.base+r.size {
+	if s.Flags&uapi.StFlagWrapped != 0 || s.Addr < r.base || s.Addr+uint64(s.Length) > r.base+r.size {
 		return nil
 	}
 	return r.d.lm[s.Addr : s.Addr+uint64(s.Length)]
+}
+
+// Copy copies the data an IPUSH status describes into dst, following a
+// WRAPPED message across the ring's end, and returns the bytes copied.
+func (r *Ring) Copy(dst []byte, s *uapi.Status) int {
+	if s.Flags&uapi.StFlagWrapped == 0 {
+		return copy(dst, r.Data(s))
+	}
+	first := uint64(s.Offset)
+	if s.Addr < r.base || s.Addr+first > r.base+r.size || uint64(s.Length) < first || uint64(s.Length)-first > r.size {
+		return 0
+	}
+	n := copy(dst, r.d.lm[s.Addr:s.Addr+first])
+	return n + copy(dst[n:], r.d.lm[r.base:r.base+uint64(s.Length)-first])
 }
 
 // ReleaseTo frees the ring up to position pos (a status's End, or Tail()).

@@ -45,6 +45,10 @@ const (
 	StFlagLast        = 1 << 0 // last packet of its message
 	StFlagFirst       = 1 << 1 // first packet of its message
 	StFlagInterleaved = 1 << 2 // per-message status whose packets were interleaved with another message's
+	// StFlagWrapped marks a per-message status whose message continues at
+	// the ring base: OFFSET bytes lie at ADDR, the other LENGTH-OFFSET at
+	// the ring's base (only when the message could not be placed whole).
+	StFlagWrapped = 1 << 3
 )
 
 // StatusSize is the size of a receive status entry (one cache line).
@@ -74,12 +78,12 @@ func (s *Status) CmdIndex() uint64 { return s.End }
 // StatusFields documents the status layout for the datasheet.
 var StatusFields = []Field{
 	{0, 1, "TYPE", "StatusType"},
-	{1, 1, "FLAGS", "LAST, FIRST, INTERLEAVED"},
+	{1, 1, "FLAGS", "LAST, FIRST, INTERLEAVED, WRAPPED"},
 	{2, 2, "SRC_NODE", "sending node"},
 	{4, 4, "SRC_PROC", "sending GPID"},
 	{8, 4, "MSG_ID", "sender's message id"},
 	{12, 4, "LENGTH", "bytes of this packet or message"},
-	{16, 4, "OFFSET", "offset of this packet in its message"},
+	{16, 4, "OFFSET", "offset of this packet in its message; IPUSH_MSG with WRAPPED: bytes before the wrap"},
 	{20, 1, "OPCODE", "command opcode (DONE, ERROR, PULL_DONE)"},
 	{21, 1, "RESERVED", "zero"},
 	{22, 2, "AMT", "AMT index (IPUSH, RING_FULL)"},

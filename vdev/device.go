@@ -90,17 +90,20 @@ type Device struct {
 
 	// status ring
 	statTail  uint64
-	statFull  bool // a stall is being counted
+	statHead  uint64 // cached driver head, refreshed when the ring looks full
+	statFull  bool   // a stall is being counted
 	irqWanted bool
 
 	// receive engine
-	peers   map[uint16]*peer
-	held    []byte // frame kept by a hold-mode stall
-	heldRF  bool   // the stall's RING_FULL status was raised
-	rings   []ringState
-	trace   bool
-	timers  int // peers with a retransmission armed
-	closing bool
+	peers    map[uint16]*peer
+	held     []byte // frame kept by a hold-mode stall
+	heldRF   bool   // a ring-full stall was counted (hold mode)
+	rfOwed   bool   // its RING_FULL status still waits for status ring room
+	rfAMT    uint16 // the ring that status names
+	rings    []ringState
+	trace    bool
+	timers   int // peers with a retransmission armed
+	respJobs int // PULL responses not yet fully acknowledged
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -273,8 +276,7 @@ func (d *Device) serviceAMTAT() bool {
 
 // postStatus publishes a status entry; false when the ring is full.
 func (d *Device) postStatus(s *uapi.Status) bool {
-	head := d.r.Load64(uapi.RegStatqHead)
-	if d.statTail-head >= d.g.StatqEntries {
+	if !d.statusRoom(1) {
 		d.noteStatusFull()
 		return false
 	}
@@ -297,8 +299,18 @@ func (d *Device) noteStatusFull() {
 }
 
 // statusRoom reports whether n more status entries fit now.
+// The driver's head is re-read only when the cached copy says full: that
+// load pulls a line the driver writes, a cache-line transfer per status.
 func (d *Device) statusRoom(n uint64) bool {
-	return d.statTail+n-d.r.Load64(uapi.RegStatqHead) <= d.g.StatqEntries
+	if d.statTail+n-d.statHead <= d.g.StatqEntries {
+		return true
+	}
+	h := d.r.Load64(uapi.RegStatqHead)
+	if h-d.statHead > d.statTail-d.statHead { // a driver published a head beyond the tail
+		return false
+	}
+	d.statHead = h
+	return d.statTail+n-d.statHead <= d.g.StatqEntries
 }
 
 // interrupt wakes a driver that said it sleeps.

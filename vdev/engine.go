@@ -2,6 +2,7 @@ package vdev
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func (d *Device) step(now *int64) bool {
 		}
 		busy = d.retransmit(*now) || busy
 	}
-	if len(d.peers) > 0 {
+	if d.respJobs > 0 {
 		busy = d.serveResponses() || busy
 	}
 	busy = d.pollCommands() || busy
@@ -86,16 +87,7 @@ func (d *Device) step(now *int64) bool {
 // stalled reports work only a driver (consuming statuses or ring data) or
 // a busy link can unblock: the engine then sleeps briefly instead of for good.
 func (d *Device) stalled() bool {
-	return d.held != nil || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.hasResp()
-}
-
-func (d *Device) hasResp() bool {
-	for _, p := range d.peers {
-		if len(p.resp) > 0 {
-			return true
-		}
-	}
-	return false
+	return d.held != nil || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0
 }
 
 // pending reports work visible without doing it (the re-check before sleep).
@@ -148,7 +140,9 @@ func (e *Engine) run() {
 		if iter&63 != 0 {
 			continue
 		}
-		runtime.Gosched() // share the core with drivers polling on it
+		if yieldEngine {
+			runtime.Gosched() // share the core with drivers polling on it
+		}
 		t := monotime.Now()
 		if t-lastAlive > aliveNs {
 			lastAlive = t
@@ -211,3 +205,5 @@ func (d *Device) portReady() bool {
 	}
 	return true // cannot tell: do not sleep
 }
+
+var yieldEngine = os.Getenv("DIMMNET_ENGINE_YIELD") != "0"

@@ -24,6 +24,8 @@ type msgKey struct {
 type openMsg struct {
 	addr        uint64
 	interleaved bool
+	wrapped     bool   // continued at the ring base
+	first       uint32 // bytes before the wrap
 }
 
 // outcome of delivering one packet.
@@ -88,6 +90,12 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		d.stamp(uapi.TraceRx)
 	}
 	p := d.peerOf(h.SrcNode)
+	if h.Type == wire.TypeNack {
+		// A refusal NACK's piggybacked ACK covers the refused packet:
+		// record the reason first, or the ACK completes its command as
+		// if it had succeeded (and a refused PULL never completes).
+		d.onNack(p, h.Seq, h.Code)
+	}
 	if h.Flags&wire.FlagAckValid != 0 {
 		d.onAck(p, h.Ack)
 	}
@@ -97,7 +105,6 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		d.port.Release(f)
 		return true
 	case wire.TypeNack:
-		d.onNack(p, h.Seq, h.Code)
 		d.port.Release(f)
 		return true
 	}
@@ -128,7 +135,6 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	case delivered:
 		p.expect++
 		p.ackDue = true
-		p.nackNoted = 0
 	case refused:
 		p.expect++
 		d.sendAck(p, wire.TypeNack, h.Seq, uint16(code)) // consumes seq: the ACK field covers it
@@ -137,11 +143,11 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			if out == ringFull {
 				d.count(uapi.CtrRingFullNACKs, 1)
 			}
-			if p.nackNoted != h.Seq {
-				if d.sendAck(p, wire.TypeNack, h.Seq, 0) == nil {
-					p.nackNoted = h.Seq
-				}
-			}
+			// NACK every refused arrival, retransmissions included: the
+			// sender sends again only when NACKed (its backoff paces
+			// this), so staying silent after the first NACK would leave
+			// it waiting for ever once the ring has room again.
+			d.sendAck(p, wire.TypeNack, h.Seq, 0)
 			break
 		}
 		return false // hold: keep the frame, stop receiving on this link
@@ -229,17 +235,20 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 		!d.inLinkMem(base, uint32(min(size, uapi.MaxXfer))) || size > uapi.MaxXfer {
 		return refused, uapi.EBadAMT
 	}
-	if need > size {
-		return refused, uapi.ETooBig
-	}
 	pkt := h.Flags&wire.FlagPktStatus != 0
 	last := h.Flags&wire.FlagLast != 0
+	msgNeed := roundUp(uint64(h.MsgLen), uapi.RingAlign)
+	if need > size || !pkt && msgNeed > size { // a per-message message must fit the ring whole
+		return refused, uapi.ETooBig
+	}
 	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)
 	pos := tail % size
 	pad := uint64(0)
-	msgNeed := roundUp(uint64(h.MsgLen), uapi.RingAlign)
-	if !pkt && h.Offset == 0 && msgNeed <= size && pos+msgNeed > size {
-		pad = size - pos // keep a per-message message contiguous
+	if !pkt && h.Offset == 0 && pos+msgNeed > size && msgNeed <= pos {
+		// Keep a per-message message contiguous by starting it at the ring
+		// base. Only when it can ever fit there (msgNeed <= pos); otherwise
+		// it wraps and its status says where (StFlagWrapped).
+		pad = size - pos
 	} else if pos+need > size {
 		pad = size - pos // a packet never straddles the ring's end
 	}
@@ -250,7 +259,7 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 		d.ringFullOnce(uint16(idx))
 		return ringFull, 0
 	}
-	if (pkt || last) && !d.statusRoom(1) {
+	if !d.flushRingFull() || (pkt || last) && !d.statusRoom(1) {
 		d.noteStatusFull()
 		return statusFull, 0
 	}
@@ -284,11 +293,17 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	default:
 		o := rs.open[k]
 		if h.Offset == 0 {
-			if rs.open == nil {
-				rs.open = map[msgKey]*openMsg{}
+			if last { // single packet: nothing to track
+				o = &openMsg{addr: at}
+			} else {
+				if rs.open == nil {
+					rs.open = map[msgKey]*openMsg{}
+				}
+				o = &openMsg{addr: at}
+				rs.open[k] = o
 			}
-			o = &openMsg{addr: at}
-			rs.open[k] = o
+		} else if o != nil && pad > 0 && !o.wrapped {
+			o.wrapped, o.first = true, h.Offset // the rest continues at the ring base
 		}
 		if !last {
 			return delivered, 0
@@ -301,6 +316,10 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 				s.Flags |= uapi.StFlagInterleaved
 				d.count(uapi.CtrInterleaved, 1)
 			}
+			if o.wrapped {
+				s.Flags |= uapi.StFlagWrapped
+				s.Offset = o.first
+			}
 		}
 	}
 	d.postStatus(&s)
@@ -310,17 +329,34 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	return delivered, 0
 }
 
-// ringFullOnce raises the one RING_FULL status of a stall (hold mode).
+// ringFullOnce starts a ring-full stall (hold mode): it counts the stall and
+// raises its one RING_FULL status, now or, when the status ring is full, as
+// soon as there is room (before the held packet is placed).
 func (d *Device) ringFullOnce(idx uint16) {
 	if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 		return
 	}
-	if d.heldRF {
-		return
+	if !d.heldRF {
+		d.heldRF = true
+		d.rfOwed, d.rfAMT = true, idx
+		d.count(uapi.CtrRingFullHolds, 1)
 	}
-	d.heldRF = true
-	d.count(uapi.CtrRingFullHolds, 1)
-	d.postStatus(&uapi.Status{Type: uapi.StRingFull, AMT: idx, SrcNode: d.node})
+	d.flushRingFull()
+}
+
+// flushRingFull posts a stall's RING_FULL status still owed; false while
+// the status ring has no room for it.
+func (d *Device) flushRingFull() bool {
+	if !d.rfOwed {
+		return true
+	}
+	if !d.statusRoom(1) {
+		d.noteStatusFull()
+		return false
+	}
+	d.rfOwed = false
+	d.postStatus(&uapi.Status{Type: uapi.StRingFull, AMT: d.rfAMT, SrcNode: d.node})
+	return true
 }
 
 func (d *Device) rxPullReq(p *peer, h *wire.Header) (outcome, uapi.Errno) {
@@ -329,6 +365,7 @@ func (d *Device) rxPullReq(p *peer, h *wire.Header) (outcome, uapi.Errno) {
 		return refused, uapi.ERemoteAddr
 	}
 	d.count(uapi.CtrRxPull, 1)
+	d.respJobs++
 	p.resp = append(p.resp, &respJob{msgID: h.MsgID, src: h.Addr, dst: h.Imm, n: h.MsgLen, srcProc: h.DstProc})
 	return delivered, 0
 }

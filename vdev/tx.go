@@ -15,6 +15,11 @@ const (
 	maxBackoff = 100_000_000 // ns
 )
 
+// txBurst bounds the packets one command sends per engine pass, so a large
+// transfer interleaves with receive processing instead of queueing a whole
+// message of frames (which would push link memory out of the cache).
+const txBurst = 2
+
 // job is one command in progress: being packetized, or sent and waiting for
 // its acknowledgement (PUSH/IPUSH) or its data (PULL).
 type job struct {
@@ -53,18 +58,17 @@ type txEntry struct {
 
 // peer is the per-destination reliability state.
 type peer struct {
-	node      uint16
-	nextSeq   uint32
-	acked     uint32 // highest cumulative ACK received
-	unacked   []txEntry
-	jobs      []*job // PUSH/IPUSH awaiting ACK, in sequence order
-	resp      []*respJob
-	resendAt  int64 // >0: go back to the first unacked packet at this time
-	backoff   int64
-	expect    uint32 // next sequence number to accept
-	ackDue    bool
-	pulls     map[uint32]*job
-	nackNoted uint32 // seq of the ring-full NACK already sent (one per stall)
+	node     uint16
+	nextSeq  uint32
+	acked    uint32 // highest cumulative ACK received
+	unacked  []txEntry
+	jobs     []*job // PUSH/IPUSH awaiting ACK, in sequence order
+	resp     []*respJob
+	resendAt int64 // >0: go back to the first unacked packet at this time
+	backoff  int64
+	expect   uint32 // next sequence number to accept
+	ackDue   bool
+	pulls    map[uint32]*job
 }
 
 func (d *Device) peerOf(node uint16) *peer {
@@ -89,8 +93,9 @@ func (d *Device) pollCommands() bool {
 		busy = true
 	}
 	if d.cur != nil {
+		sent := d.cur.off
 		if !d.advance(d.cur) {
-			return busy
+			return busy || d.cur.off != sent
 		}
 		busy = true
 	}
@@ -228,9 +233,9 @@ func (d *Device) advance(j *job) bool {
 	if j.desc.Opcode == uapi.OpPULL {
 		total = 1 // one request packet
 	}
-	for j.off < total {
-		if p.windowFull(d.cfg.Window) {
-			return false
+	for burst := 0; j.off < total; burst++ {
+		if p.windowFull(d.cfg.Window) || burst == txBurst {
+			return false // more next pass: the receive side runs in between, keeping frames cache-hot
 		}
 		n := min(total-j.off, d.maxPayload)
 		typ := wire.TypePush
@@ -377,6 +382,7 @@ func (d *Device) onAck(p *peer, ack uint32) {
 	// responder jobs whose every packet is acknowledged are finished
 	for len(p.resp) > 0 && p.resp[0].off >= p.resp[0].n && !p.hasUnacked(p.resp[0]) {
 		p.resp = p.resp[1:]
+		d.respJobs--
 	}
 }
 
@@ -495,5 +501,6 @@ func (d *Device) failPeer(p *peer, e uapi.Errno) {
 	if p.resendAt != 0 {
 		d.timers--
 	}
+	d.respJobs -= len(p.resp)
 	delete(d.peers, p.node)
 }

@@ -81,12 +81,36 @@ func pingpongCmd(args []string) error {
 			res = append(res, r)
 		}
 	}
-	progress("")
 	if *asJSON {
+		progress("")
 		return writeJSON(os.Stdout, res)
 	}
+	progress("raw baselines: word ping-pong through shared memory, memcpy")
+	raw := pingpong.RawWordPingPong(20000)
+	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
+	progress("")
 	printTable(os.Stdout, res)
+	printBaseline(os.Stdout, res, raw, cp)
 	return nil
+}
+
+// printBaseline sets the smallest and largest rows beside the raw floor
+// measured in the same run: a 64-bit word bounced between two goroutines
+// through shared memory, and a plain memcpy.
+func printBaseline(w io.Writer, res []pingpong.Result, raw, cp float64) {
+	fmt.Fprintf(w, "\nraw baseline, same run: word ping-pong RTT/2 %.3f µs; memcpy %.0f MB/s\n", raw, cp)
+	small, big := res[0].Size, res[len(res)-1].Size
+	for _, r := range res {
+		if r.Condition != pingpong.CondLinkMem {
+			continue
+		}
+		switch r.Size {
+		case small:
+			fmt.Fprintf(w, "  %-5s %s %s: RTT/2 %.2f µs = %.1fx the raw word ping-pong\n", r.Mode, sizeName(r.Size), r.Condition, r.RTTHalfUs, r.RTTHalfUs/raw)
+		case big:
+			fmt.Fprintf(w, "  %-5s %s %s: %.0f MB/s = %.2fx memcpy\n", r.Mode, sizeName(r.Size), r.Condition, r.MBps, r.MBps/cp)
+		}
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {

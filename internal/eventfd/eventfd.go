@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,8 +21,9 @@ import (
 
 // FD is one eventfd.
 type FD struct {
-	fd int
-	f  *os.File // pollable view for waiting
+	fd     int
+	f      *os.File // pollable view for waiting
+	closed atomic.Bool
 }
 
 // New creates a non-blocking eventfd.
@@ -112,11 +114,10 @@ func (e *FD) Wait(timeout time.Duration) (bool, error) {
 }
 
 // Close closes the descriptor; a goroutine in Wait returns ErrClosed.
+// It is safe to call concurrently with Wait and more than once.
 func (e *FD) Close() error {
-	if e.f == nil {
+	if !e.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := e.f.Close()
-	e.f = nil
-	return err
+	return e.f.Close()
 }

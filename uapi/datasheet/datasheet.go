@@ -64,11 +64,18 @@ func Render() string {
 	for _, t := range uapi.StatusTypeDocs {
 		p("| %d | %s | %s |\n", t.T, t.T, t.Doc)
 	}
-	p("\nStatus flags: LAST = %d, FIRST = %d, INTERLEAVED = %d.\n", uapi.StFlagLast, uapi.StFlagFirst, uapi.StFlagInterleaved)
+	p("\nStatus flags: LAST = %d, FIRST = %d, INTERLEAVED = %d, WRAPPED = %d.\n", uapi.StFlagLast, uapi.StFlagFirst, uapi.StFlagInterleaved, uapi.StFlagWrapped)
 
 	p("\n## AMT entry (%d B)\n\n", uapi.AMTSize)
 	fields(p, uapi.AMTFields)
 	p("\nAMT flags: VALID = %d, DEV_HEAD = %d. Packets are placed on %d-byte boundaries.\n", uapi.AMTFlagValid, uapi.AMTFlagDevHead, uapi.RingAlign)
+
+	p("\n## IPUSH placement\n\n")
+	p("- The device never reassembles: each packet is written at its ring's tail in arrival order, and published in this order: data, AMT TAIL, status entry, STATQ_TAIL.\n")
+	p("- A packet is never split across the ring's end: if it does not fit before the end, the device skips to the ring start and the skipped bytes are consumed by the same TAIL advance. A message sent without PKT_STATUS is kept contiguous as a whole: its first packet skips to the ring start when the message would cross the end and fits there; when it cannot (larger than the space before its start position) it wraps, and its IPUSH_MSG status has WRAPPED with OFFSET = bytes before the wrap. A message without PKT_STATUS larger than the ring is refused with TOO_BIG.\n")
+	p("- Every IPUSH status carries END, the ring position after its data: storing END as HEAD (or READ_DONE with IMM=END) frees the ring up to there, pads included.\n")
+	p("- Ring full: in hold mode (RINGFULL_MODE=0) the device keeps the packet, writes one RING_FULL status per stall and takes no more frames from that link until HEAD moves; in NACK mode (1) it drops and NACKs the packet and the sender sends it again after a backoff (100 µs doubling to 100 ms).\n")
+	p("- A full status ring is handled like a full data ring; statuses are never overwritten.\n")
 
 	p("\n## AMT Address Table access\n\n")
 	p("Write AMTAT_SEL (a GPID = node*%d + process) and, for a write, AMTAT_DATA = 0x%X | AMT index;\n", uapi.ProcsPerNode, uapi.AMTATValid)

@@ -1,0 +1,98 @@
+package pingpong
+
+import (
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+)
+
+func pair(tb testing.TB, maxSize int) (*Side, *Side) {
+	tb.Helper()
+	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	var s [2]*Side
+	for i, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node()}
+	}
+	if err := Setup(s[0], s[1], maxSize); err != nil {
+		tb.Fatal(err)
+	}
+	return s[0], s[1]
+}
+
+// The device's 8-byte RTT/2 beside the raw word ping-pong measured in the
+// same run, and their ratio (the target: below 1.74 µs, about 3.5x raw).
+func BenchmarkPingPong8B(b *testing.B) {
+	for _, mode := range []string{ModePush, ModeIPush} {
+		b.Run(mode, func(b *testing.B) {
+			a, c := pair(b, 8)
+			raw := RawWordPingPong(20000)
+			b.ResetTimer()
+			r, err := Run(a, c, mode, CondLinkMem, 8, 100, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(r.RTTHalfUs, "rtt_half_us")
+			b.ReportMetric(raw, "raw_rtt_half_us")
+			b.ReportMetric(r.RTTHalfUs/raw, "x_raw")
+		})
+	}
+}
+
+// 1 MiB bandwidth beside a plain memcpy of 1 MiB in the same run (target:
+// at least a third of memcpy's for linkmem).
+func BenchmarkPingPong1MiB(b *testing.B) {
+	for _, mode := range []string{ModePush, ModeIPush} {
+		for _, cond := range []string{CondLinkMem, CondHostCopy} {
+			b.Run(mode+"-"+cond, func(b *testing.B) {
+				a, c := pair(b, 1<<20)
+				raw := RawMemcpy(1<<20, 200)
+				b.ResetTimer()
+				r, err := Run(a, c, mode, cond, 1<<20, 5, b.N)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(1 << 20)
+				b.ReportMetric(r.MBps, "MB/s")
+				b.ReportMetric(r.RTTHalfUs, "rtt_half_us")
+				b.ReportMetric(raw, "memcpy_MB/s")
+				b.ReportMetric(r.MBps/raw, "x_memcpy")
+			})
+		}
+	}
+}
+
+// Ping-pong moves real bytes: the responder's copy matches what was sent.
+func TestPingPongMovesBytes(t *testing.T) {
+	a, b := pair(t, 4096)
+	for _, mode := range []string{ModePush, ModeIPush} {
+		for _, cond := range []string{CondLinkMem, CondHostCopy} {
+			r, err := Run(a, b, mode, cond, 4096, 2, 20)
+			if err != nil {
+				t.Fatalf("%s %s: %v", mode, cond, err)
+			}
+			if r.Iters != 20 || r.RTTHalfUs <= 0 {
+				t.Fatalf("%s %s: result %+v", mode, cond, r)
+			}
+		}
+	}
+	// hostcopy copied a's source into b's buffer
+	src := a.D.LinkMem()[a.l.src : a.l.src+4096]
+	for i := range src {
+		if b.buf[i] != src[i] {
+			t.Fatalf("byte %d: got %d want %d", i, b.buf[i], src[i])
+		}
+	}
+	if got := b.D.Counter(uapi.CtrRxIPush); got == 0 {
+		t.Fatal("no IPUSH packets counted")
+	}
+}
