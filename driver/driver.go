@@ -132,9 +132,9 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 		}
 	}
 	idx := d.cmdTail
-	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c)
+	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c, idx) // publishes it
 	d.cmdTail++
-	d.r.Store64(uapi.RegCmdqTail, d.cmdTail) // publish
+	d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
 	if d.r.Load64(uapi.RegDevSleep) != 0 {
 		if err := d.Kick(); err != nil {
 			return idx, err

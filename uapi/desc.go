@@ -60,6 +60,12 @@ var FlagNames = []struct {
 // DescSize is the size of a command descriptor.
 const DescSize = 64
 
+// DescSeqOff is the offset of a descriptor's SEQ word. A slot is published
+// when SEQ equals the slot's free-running index + 1; the driver stores it
+// last, atomically, and then advances CMDQ_TAIL (kept for inspection and for
+// the device's look before it sleeps).
+const DescSeqOff = 56
+
 // MaxXfer is the largest Length of one command.
 const MaxXfer = 1 << 30
 
@@ -96,7 +102,7 @@ var DescFields = []Field{
 	{32, 8, "COOKIE", "returned in this command's DONE or ERROR status"},
 	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
 	{48, 8, "OPERAND", "reserved (atomics)"},
-	{56, 8, "RESERVED", "zero"},
+	{56, 8, "SEQ", "publishes the slot: its free-running index + 1, stored last and atomically (the device polls it)"},
 }
 
 // Field describes one field of a fixed layout for the datasheet.

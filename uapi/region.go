@@ -78,8 +78,18 @@ func (r Region) WriteWords8(off uint64, w [8]uint64) {
 // ReadDesc loads the descriptor in command-queue slot at off.
 func (r Region) ReadDesc(off uint64) Desc { return DescFromWords(r.ReadWords8(off)) }
 
-// WriteDesc writes a descriptor into the slot at off (publish with the tail).
-func (r Region) WriteDesc(off uint64, d *Desc) { r.WriteWords8(off, d.Words()) }
+// WriteDesc writes a descriptor into the command slot at off and publishes
+// it for free-running index idx: words 0-6 with plain stores, then SEQ =
+// idx+1 with an atomic store, which the device polls.
+func (r Region) WriteDesc(off uint64, d *Desc, idx uint64) {
+	_ = r[off+63]
+	p := (*[8]uint64)(unsafe.Pointer(&r[off]))
+	w := d.Words()
+	for i := 0; i < DescSeqOff/8; i++ {
+		p[i] = w[i]
+	}
+	atomic.StoreUint64(&p[DescSeqOff/8], idx+1)
+}
 
 // ReadStatus loads the status entry in the slot at off.
 func (r Region) ReadStatus(off uint64) Status { return StatusFromWords(r.ReadWords8(off)) }

@@ -200,7 +200,7 @@ var Registers = []Reg{
 	{"LINKMEM_SIZE", RegLinkMemSize, RO, "bytes of link memory"},
 	{"PAGE_SIZE", RegPageSizeReg, RO, "link page frame size (LMMC)"},
 	{"PROCS_PER_NODE", RegProcsPerNode, RO, "GPID = node*PROCS_PER_NODE + process"},
-	{"CMDQ_TAIL", RegCmdqTail, RW, "free-running count of descriptors the driver published"},
+	{"CMDQ_TAIL", RegCmdqTail, RW, "free-running count of descriptors the driver published (descriptors are published by their SEQ word; the tail is for inspection)"},
 	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running count of descriptors the device consumed"},
 	{"STATQ_TAIL", RegStatqTail, RO, "free-running count of status entries the device published"},
 	{"STATQ_HEAD", RegStatqHead, RW, "free-running count of status entries the driver consumed"},

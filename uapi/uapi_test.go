@@ -46,7 +46,10 @@ func TestRegionAccessors(t *testing.T) {
 		t.Fatal("atomic accessors disagree")
 	}
 	d := Desc{Opcode: OpPUSH, Length: 8, Cookie: 1}
-	r.WriteDesc(4096, &d)
+	r.WriteDesc(4096, &d, 0)
+	if r.Load64At(4096+DescSeqOff) != 1 {
+		t.Fatal("SEQ not published")
+	}
 	if r.ReadDesc(4096) != d {
 		t.Fatal("descriptor slot round trip")
 	}

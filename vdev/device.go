@@ -86,6 +86,7 @@ type Device struct {
 	cur      *job // command being packetized (blocked on window or link)
 	compQ    []uapi.Status
 	inflight int // jobs not yet completed
+	freeJobs []*job
 	msgID    uint32
 
 	// status ring

@@ -92,7 +92,8 @@ func (d *Device) stalled() bool {
 
 // pending reports work visible without doing it (the re-check before sleep).
 func (d *Device) pending() bool {
-	return d.r.Load64(uapi.RegCmdqTail) != d.cmdHead || d.r.Load64(uapi.RegAMTATCtrl) != d.amtatSeq
+	slot := d.g.CmdqOff + (d.cmdHead&(d.g.CmdqEntries-1))*uapi.DescSize
+	return d.r.Load64At(slot+uapi.DescSeqOff) == d.cmdHead+1 || d.r.Load64(uapi.RegAMTATCtrl) != d.amtatSeq
 }
 
 func (e *Engine) run() {
@@ -137,7 +138,7 @@ func (e *Engine) run() {
 			lastWork = 0
 			continue
 		}
-		if iter&63 != 0 {
+		if iter&15 != 0 {
 			continue
 		}
 		if yieldEngine {

@@ -73,7 +73,7 @@ func FuzzCommand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, w0, w1, w2, w3, w5 uint64) {
 		d, peer := fuzzDevice(t)
 		desc := uapi.DescFromWords([8]uint64{w0, w1, w2, w3, 0xc0ffee, w5})
-		d.r.WriteDesc(d.g.CmdqOff, &desc)
+		d.r.WriteDesc(d.g.CmdqOff, &desc, 0)
 		d.r.Store64(uapi.RegCmdqTail, 1)
 		var now int64
 		for i := 0; i < 8; i++ {

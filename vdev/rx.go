@@ -292,15 +292,18 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 		s.Type, s.Length, s.Offset, s.Addr, s.Flags = uapi.StIPUSHPkt, uint32(n), h.Offset, at, stFlags(h)
 	default:
 		o := rs.open[k]
+		var single openMsg
 		if h.Offset == 0 {
-			if last { // single packet: nothing to track
-				o = &openMsg{addr: at}
+			if last { // single packet: nothing to track, nothing to allocate
+				single.addr = at
+				o = &single
 			} else {
 				if rs.open == nil {
 					rs.open = map[msgKey]*openMsg{}
 				}
-				o = &openMsg{addr: at}
-				rs.open[k] = o
+				nm := &openMsg{addr: at}
+				rs.open[k] = nm
+				o = nm
 			}
 		} else if o != nil && pad > 0 && !o.wrapped {
 			o.wrapped, o.first = true, h.Offset // the rest continues at the ring base

@@ -99,12 +99,14 @@ func (d *Device) pollCommands() bool {
 		}
 		busy = true
 	}
-	tail := d.r.Load64(uapi.RegCmdqTail)
-	for n := 0; d.cmdHead != tail && n < 64; n++ {
-		if tail-d.cmdHead > d.g.CmdqEntries { // a driver published garbage: take what fits
-			tail = d.cmdHead + d.g.CmdqEntries
-		}
+	for n := 0; n < 64; n++ {
+		// A slot is published when its SEQ word is its index+1: polling the
+		// slot itself costs one cache-line transfer per command where
+		// polling CMDQ_TAIL and then reading the slot costs two.
 		slot := d.g.CmdqOff + (d.cmdHead&(d.g.CmdqEntries-1))*uapi.DescSize
+		if d.r.Load64At(slot+uapi.DescSeqOff) != d.cmdHead+1 {
+			break
+		}
 		desc := d.r.ReadDesc(slot)
 		idx := d.cmdHead
 		d.cmdHead++
@@ -189,7 +191,8 @@ func (d *Device) execute(c uapi.Desc, idx uint64) {
 		d.readDone(&c, idx)
 	default: // PUSH, IPUSH, PULL
 		d.msgID++
-		j := &job{desc: c, idx: idx, msgID: d.msgID, peer: d.peerOf(c.DstNode)}
+		j := d.newJob()
+		*j = job{desc: c, idx: idx, msgID: d.msgID, peer: d.peerOf(c.DstNode)}
 		d.inflight++
 		if c.Opcode == uapi.OpPULL {
 			j.peer.pulls[j.msgID] = j
@@ -198,6 +201,17 @@ func (d *Device) execute(c uapi.Desc, idx uint64) {
 			d.cur = j
 		}
 	}
+}
+
+// newJob takes a job from the free list (steady traffic allocates nothing,
+// so the garbage collector stays out of the latency).
+func (d *Device) newJob() *job {
+	if n := len(d.freeJobs); n > 0 {
+		j := d.freeJobs[n-1]
+		d.freeJobs = d.freeJobs[:n-1]
+		return j
+	}
+	return new(job)
 }
 
 // readDone advances the head of a ring in device-head mode.
@@ -358,10 +372,7 @@ func (d *Device) onAck(p *peer, ack uint32) {
 	for i < len(p.unacked) && int32(p.unacked[i].seq-ack) <= 0 {
 		i++
 	}
-	p.unacked = p.unacked[i:]
-	if len(p.unacked) == 0 {
-		p.unacked = p.unacked[:0:0]
-	}
+	p.unacked = p.unacked[:copy(p.unacked, p.unacked[i:])] // compact in place: no allocation per ACK
 	if p.resendAt != 0 {
 		d.timers--
 		p.resendAt = 0
@@ -376,9 +387,12 @@ func (d *Device) onAck(p *peer, ack uint32) {
 		} else {
 			d.done(&j.desc, j.idx)
 		}
+		d.freeJobs = append(d.freeJobs, j) // every packet of it is retired: nothing refers to it
 		i++
 	}
-	p.jobs = p.jobs[i:]
+	n := copy(p.jobs, p.jobs[i:])
+	clear(p.jobs[n:])
+	p.jobs = p.jobs[:n]
 	// responder jobs whose every packet is acknowledged are finished
 	for len(p.resp) > 0 && p.resp[0].off >= p.resp[0].n && !p.hasUnacked(p.resp[0]) {
 		p.resp = p.resp[1:]

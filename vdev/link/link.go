@@ -48,19 +48,18 @@ type Port interface {
 // to the port whose MAC is the frame's destination (all others for
 // broadcast). Frames pass by reference: one copy into the frame, one out.
 type Hub struct {
-	mtu   int
-	depth int
-	pool  sync.Pool
-	mu    sync.RWMutex
-	ports map[[6]byte]*hubPort
+	mtu    int
+	depth  int
+	poolMu sync.Mutex
+	free   [][]byte // frame buffers to reuse (a stack: the hottest in cache first)
+	mu     sync.RWMutex
+	ports  map[[6]byte]*hubPort
 }
 
 // NewHub makes an in-memory medium carrying frames of up to mtu bytes, with
 // depth frames queued per port before senders see ErrFull.
 func NewHub(mtu, depth int) *Hub {
-	h := &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}}
-	h.pool.New = func() any { b := make([]byte, 0, mtu); return &b }
-	return h
+	return &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}}
 }
 
 // Attach adds a port with the given MAC.
@@ -96,13 +95,31 @@ func (p *hubPort) MTU() int              { return p.hub.mtu }
 func (p *hubPort) MAC() net.HardwareAddr { return p.mac }
 func (p *hubPort) SetNotify(f func())    { p.mu.Lock(); p.notify = f; p.mu.Unlock() }
 
-func (p *hubPort) Buffer() []byte { return (*p.hub.pool.Get().(*[]byte))[:0] }
-
-func (p *hubPort) Release(f []byte) {
-	if cap(f) == p.hub.mtu {
-		f = f[:0]
-		p.hub.pool.Put(&f)
+func (p *hubPort) Buffer() []byte {
+	h := p.hub
+	h.poolMu.Lock()
+	if n := len(h.free); n > 0 {
+		f := h.free[n-1]
+		h.free = h.free[:n-1]
+		h.poolMu.Unlock()
+		return f
 	}
+	h.poolMu.Unlock()
+	return make([]byte, 0, h.mtu)
+}
+
+// Release keeps the buffer for reuse (bounded by the queue depths), so
+// steady traffic allocates no frames.
+func (p *hubPort) Release(f []byte) {
+	h := p.hub
+	if cap(f) != h.mtu {
+		return
+	}
+	h.poolMu.Lock()
+	if len(h.free) < 4*h.depth {
+		h.free = append(h.free, f[:0])
+	}
+	h.poolMu.Unlock()
 }
 
 func (p *hubPort) Send(f []byte) error {
