@@ -64,7 +64,8 @@ type Driver struct {
 	statHead uint64 // statuses consumed
 	statPub  uint64 // head last published to the device
 	amtatSeq uint64
-	avgWait  int64 // ns, running average of WaitTail waits
+	avgWait  int64   // ns, running average of WaitTail waits
+	rings    []*Ring // for Flush
 }
 
 // Open attaches to the device behind t after checking its identity, ABI
@@ -191,6 +192,9 @@ func (d *Driver) Poll() (uapi.Status, bool) {
 	s := d.r.ReadStatus(d.g.StatqOff + (d.statHead&(d.g.StatqEntries-1))*uapi.StatusSize)
 	d.statHead++
 	d.publishHead(false)
+	if s.Type == uapi.StRingFull {
+		d.Flush() // the device waits for ring space: what was released lazily must reach it now
+	}
 	return s, true
 }
 
@@ -208,8 +212,18 @@ func (d *Driver) publishHead(force bool) {
 	d.kickIfAsleep()
 }
 
-// Flush publishes the status head now (the device sees all consumed space).
-func (d *Driver) Flush() { d.publishHead(true) }
+// Flush publishes the status head and every ring's released head now, so
+// the device sees all the space consumed.
+func (d *Driver) Flush() error {
+	d.publishHead(true)
+	var first error
+	for _, r := range d.rings {
+		if err := r.publish(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // Skip consumes n status entries without reading them (the ping-pong's
 // linkmem condition: the arrival is all it needs to know).
@@ -259,7 +273,7 @@ func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }
 
 // sleep blocks on the interrupt after announcing it, re-checking first.
 func (d *Driver) sleep() error {
-	d.publishHead(true)
+	d.Flush()
 	d.r.Store64(uapi.RegDrvWait, 1)
 	defer d.r.Store64(uapi.RegDrvWait, 0)
 	if d.r.Load64(uapi.RegStatqTail) != d.statHead {

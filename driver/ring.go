@@ -3,18 +3,21 @@ package driver
 import (
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // Ring is one IPUSH receive ring (an AMT entry) as the driver manages it.
 type Ring struct {
-	d       *Driver
-	idx     uint16
-	entry   uint64 // offset of the AMT entry
-	base    uint64
-	size    uint64
-	devHead bool
+	d         *Driver
+	idx       uint16
+	entry     uint64 // offset of the AMT entry
+	base      uint64
+	size      uint64
+	devHead   bool
+	pending   uint64 // released by the consumer
+	published uint64 // head the device has been told
 }
 
 // SetRing configures AMT entry idx as a ring of size bytes at link address
@@ -37,7 +40,10 @@ func (d *Driver) SetRing(idx uint16, base, size uint64, devHead bool) (*Ring, er
 	d.r.Store64At(e+uapi.AMTHead, 0)
 	d.r.Store64At(e+uapi.AMTTail, 0)
 	d.r.Store64At(e+uapi.AMTCfg, size|flags<<32)
-	return &Ring{d: d, idx: idx, entry: e, base: base, size: size, devHead: devHead}, nil
+	r := &Ring{d: d, idx: idx, entry: e, base: base, size: size, devHead: devHead}
+	d.rings = slices.DeleteFunc(d.rings, func(o *Ring) bool { return o.idx == idx })
+	d.rings = append(d.rings, r)
+	return r, nil
 }
 
 // Index is the ring's AMT index.
@@ -76,12 +82,36 @@ func (r *Ring) Copy(dst []byte, s *uapi.Status) int {
 // ReleaseTo frees the ring up to position pos (a status's End, or Tail()).
 // In device-head mode it posts READ_DONE and the device moves the head.
 func (r *Ring) ReleaseTo(pos uint64) error {
-	if r.devHead {
-		_, err := r.d.Post(&uapi.Desc{Opcode: uapi.OpREADDONE, RemoteAddr: uint64(r.idx), Imm: pos})
-		return err
+	r.pending = pos
+	return r.publish()
+}
+
+// Release frees the ring up to pos lazily: the head is published once a
+// quarter of the ring has been freed, when the driver is about to sleep,
+// when a RING_FULL status arrives, or on Flush. Each publication is a store
+// to the line the device reads for every packet (or a READ_DONE command), so
+// a ring consumed message by message pays for it a quarter as often.
+func (r *Ring) Release(pos uint64) error {
+	r.pending = pos
+	if pos-r.published < r.size/4 {
+		return nil
 	}
-	r.d.r.Store64At(r.entry+uapi.AMTHead, pos)
-	r.d.kickIfAsleep()
+	return r.publish()
+}
+
+func (r *Ring) publish() error {
+	if r.pending == r.published {
+		return nil
+	}
+	if r.devHead {
+		if _, err := r.d.Post(&uapi.Desc{Opcode: uapi.OpREADDONE, RemoteAddr: uint64(r.idx), Imm: r.pending}); err != nil {
+			return err
+		}
+	} else {
+		r.d.r.Store64At(r.entry+uapi.AMTHead, r.pending)
+		r.d.kickIfAsleep()
+	}
+	r.published = r.pending
 	return nil
 }
 

@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"golang.org/x/sys/unix"
 )
 
 func pingpongCmd(args []string) error {
@@ -43,11 +45,8 @@ func pingpongCmd(args []string) error {
 	if err := pingpong.Setup(sides[0], sides[1], *maxSize); err != nil {
 		return err
 	}
-	progress := func(string) {}
-	if !*quiet {
-		progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
-		defer fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	progress := progressLine(*quiet)
+	defer progress("")
 	if *breakdown {
 		b, err := pingpong.Breakdown(sides[0], sides[1], *iters, progress)
 		if err != nil {
@@ -68,7 +67,7 @@ func pingpongCmd(args []string) error {
 	for _, size := range sizes {
 		for _, c := range combos {
 			n++
-			progress(fmt.Sprintf("pingpong %d/%d: %s %s %d B", n, len(sizes)*len(combos), c[0], c[1], size))
+			progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", n, len(sizes)*len(combos), c[0], c[1], sizeName(size)))
 			warm, it := pingpong.Iters(size)
 			if *iters > 0 {
 				it = *iters
@@ -106,9 +105,29 @@ func printBaseline(w io.Writer, res []pingpong.Result, raw, cp float64) {
 		}
 		switch r.Size {
 		case small:
-			fmt.Fprintf(w, "  %-5s %s %s: RTT/2 %.2f µs = %.1fx the raw word ping-pong\n", r.Mode, sizeName(r.Size), r.Condition, r.RTTHalfUs, r.RTTHalfUs/raw)
+			fmt.Fprintf(w, "  %-5s %s %s: RTT/2 mean %.2f µs = %.1fx the raw word ping-pong; median %.2f µs = %.1fx\n",
+				r.Mode, sizeName(r.Size), r.Condition, r.RTTHalfUs, r.RTTHalfUs/raw, r.RTTHalfP50Us, r.RTTHalfP50Us/raw)
 		case big:
 			fmt.Fprintf(w, "  %-5s %s %s: %.0f MB/s = %.2fx memcpy\n", r.Mode, sizeName(r.Size), r.Condition, r.MBps, r.MBps/cp)
+		}
+	}
+}
+
+// progressLine returns a function that shows progress on stderr: one line
+// rewritten in place on a terminal, plain lines (a few) otherwise, nothing
+// with quiet. An empty message clears the line.
+func progressLine(quiet bool) func(string) {
+	if quiet {
+		return func(string) {}
+	}
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err == nil {
+		return func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
+	}
+	last := time.Time{}
+	return func(s string) {
+		if s != "" && time.Since(last) > 2*time.Second {
+			last = time.Now()
+			fmt.Fprintln(os.Stderr, s)
 		}
 	}
 }

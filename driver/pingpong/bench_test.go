@@ -44,6 +44,7 @@ func BenchmarkPingPong8B(b *testing.B) {
 			b.ReportMetric(r.RTTHalfUs, "rtt_half_us")
 			b.ReportMetric(raw, "raw_rtt_half_us")
 			b.ReportMetric(r.RTTHalfUs/raw, "x_raw")
+			b.ReportMetric(r.RTTHalfP50Us, "rtt_half_p50_us")
 		})
 	}
 }
