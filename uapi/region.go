@@ -50,6 +50,18 @@ func (r Region) Store64At(off uint64, v uint64) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&r[off])), v)
 }
 
+// Load32At atomically loads the 32-bit word at off (4-byte aligned).
+func (r Region) Load32At(off uint64) uint32 {
+	_ = r[off+3]
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&r[off])))
+}
+
+// Store32At atomically stores the 32-bit word at off.
+func (r Region) Store32At(off uint64, v uint32) {
+	_ = r[off+3]
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&r[off])), v)
+}
+
 // Reg reads register off.
 func (r Region) Reg(off uint32) uint64 { return r.Load64(off) }
 
@@ -115,6 +127,7 @@ type Geometry struct {
 	LinkMemSize  uint64
 	PageSize     uint64
 	MTU          uint64
+	AMTATMirOff  uint64
 }
 
 // ReadGeometry loads the geometry registers.
@@ -136,6 +149,7 @@ func (r Region) ReadGeometry() Geometry {
 		LinkMemSize:  r.Load64(RegLinkMemSize),
 		PageSize:     r.Load64(RegPageSizeReg),
 		MTU:          r.Load64(RegMTU),
+		AMTATMirOff:  r.Load64(RegAMTATMirOff),
 	}
 }
 
@@ -161,6 +175,7 @@ func (g Geometry) Validate(n uint64) error {
 		{"LLCM", g.LLCMOff, g.LLCMSize},
 		{"scratch", g.ScratchOff, g.ScratchSize},
 		{"link memory", g.LinkMemOff, g.LinkMemSize},
+		{"AMT Address Table mirror", g.AMTATMirOff, g.AMTATEntries * 4},
 	} {
 		if err := in(p.name, p.off, p.size); err != nil {
 			return err

@@ -18,7 +18,7 @@ package uapi
 const Magic uint64 = 0x3154454E4D4D4944
 
 // ABIVersion is bumped on every incompatible change of this package's layouts.
-const ABIVersion uint64 = 1
+const ABIVersion uint64 = 2
 
 // RegPageSize is the size of the register page at offset 0 of the region.
 const RegPageSize = 4096
@@ -83,6 +83,8 @@ const (
 	RegLinkMemSize  = 0x0A0
 	RegPageSizeReg  = 0x0A8
 	RegProcsPerNode = 0x0B0
+	RegAMTATMirOff  = 0x0B8
+	RegVectors      = 0x0C0
 
 	RegCmdqTail  = 0x100
 	RegCmdqHead  = 0x140
@@ -200,6 +202,8 @@ var Registers = []Reg{
 	{"LINKMEM_SIZE", RegLinkMemSize, RO, "bytes of link memory"},
 	{"PAGE_SIZE", RegPageSizeReg, RO, "link page frame size (LMMC)"},
 	{"PROCS_PER_NODE", RegProcsPerNode, RO, "GPID = node*PROCS_PER_NODE + process"},
+	{"AMTAT_MIRROR_OFF", RegAMTATMirOff, RO, "offset of the read-only mirror of the AMT Address Table (LLCM, 4 B per GPID, same encoding as AMTAT_DATA), for inspection"},
+	{"VECTORS", RegVectors, RO, "doorbell/interrupt vectors per peer (ivshmem vectors); 1 in-process"},
 	{"CMDQ_TAIL", RegCmdqTail, RW, "free-running count of descriptors the driver published (descriptors are published by their SEQ word; the tail is for inspection)"},
 	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running count of descriptors the device consumed"},
 	{"STATQ_TAIL", RegStatqTail, RO, "free-running count of status entries the device published"},

@@ -55,7 +55,7 @@ func TestRegionAccessors(t *testing.T) {
 	}
 	g := Geometry{RegionSize: MinRegionSize, CmdqOff: 4096, CmdqEntries: 16, StatqOff: 8192, StatqEntries: 16,
 		AMTOff: 16384, AMTEntries: 4, LLCMOff: 8192, LLCMSize: 16384, ScratchOff: 16384 + 128, ScratchSize: 64,
-		LinkMemOff: 65536, LinkMemSize: MinRegionSize - 65536, MTU: 1024}
+		LinkMemOff: 65536, LinkMemSize: MinRegionSize - 65536, MTU: 1024, AMTATMirOff: 32768}
 	if err := g.Validate(MinRegionSize); err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func New(cfg Config) (*Device, error) {
 	if !pow2(cfg.CmdEntries) || !pow2(cfg.StatusEntries) {
 		return nil, fmt.Errorf("node %d: queue sizes %d/%d must be powers of two: %w", cfg.Node, cfg.CmdEntries, cfg.StatusEntries, ErrConfig)
 	}
-	if cfg.AMTEntries > 1<<16 || cfg.Window < 1 || cfg.Window > 1<<15 {
+	if cfg.AMTEntries < 1 || cfg.AMTEntries > 1<<16 || cfg.AMTATEntries < 1 || cfg.AMTATEntries > 1<<20 || cfg.Window < 1 || cfg.Window > 1<<15 {
 		return nil, fmt.Errorf("node %d: AMT entries %d or window %d out of range: %w", cfg.Node, cfg.AMTEntries, cfg.Window, ErrConfig)
 	}
 	g := uapi.Geometry{
@@ -130,7 +130,8 @@ func New(cfg Config) (*Device, error) {
 	g.LLCMOff = g.CmdqOff + g.CmdqEntries*uapi.DescSize
 	g.StatqOff = g.LLCMOff
 	g.AMTOff = g.StatqOff + g.StatqEntries*uapi.StatusSize
-	g.ScratchOff = roundUp(g.AMTOff+g.AMTEntries*uapi.AMTSize, 64)
+	g.AMTATMirOff = roundUp(g.AMTOff+g.AMTEntries*uapi.AMTSize, 64)
+	g.ScratchOff = roundUp(g.AMTATMirOff+g.AMTATEntries*4, 64)
 	g.LinkMemOff = roundUp(g.ScratchOff+16<<10, g.PageSize)
 	g.ScratchSize = g.LinkMemOff - g.ScratchOff
 	g.LLCMSize = g.LinkMemOff - g.LLCMOff
@@ -176,6 +177,7 @@ func New(cfg Config) (*Device, error) {
 		{uapi.RegScratchOff, g.ScratchOff}, {uapi.RegScratchSize, g.ScratchSize},
 		{uapi.RegLinkMemOff, g.LinkMemOff}, {uapi.RegLinkMemSize, g.LinkMemSize},
 		{uapi.RegPageSizeReg, g.PageSize}, {uapi.RegProcsPerNode, uapi.ProcsPerNode},
+		{uapi.RegAMTATMirOff, g.AMTATMirOff}, {uapi.RegVectors, 1},
 		{uapi.RegRingFullMode, uint64(cfg.RingFullMode)},
 		{uapi.RegWinBase, 0}, {uapi.RegWinSize, g.LinkMemSize},
 		{uapi.RegMTU, 64},
@@ -267,6 +269,7 @@ func (d *Device) serviceAMTAT() bool {
 			res = uapi.AMTATResultErr
 		} else {
 			d.amtat[sel] = uint32(v)
+			d.r.Store32At(d.g.AMTATMirOff+4*sel, uint32(v)) // read-only mirror for inspectors
 		}
 	default:
 		res = uapi.AMTATResultErr

@@ -25,6 +25,7 @@ func Render() string {
 	p("| command queue | CMDQ_OFF | CMDQ_ENTRIES x %d B descriptors |\n", uapi.DescSize)
 	p("| LLCM: receive status ring | STATQ_OFF | STATQ_ENTRIES x %d B entries |\n", uapi.StatusSize)
 	p("| LLCM: AMT | AMT_OFF | AMT_ENTRIES x %d B entries |\n", uapi.AMTSize)
+	p("| LLCM: AMT Address Table mirror | AMTAT_MIRROR_OFF | AMTAT_ENTRIES x 4 B, read-only |\n")
 	p("| LLCM: scratch | SCRATCH_OFF | SCRATCH_SIZE (free for drivers) |\n")
 	p("| link memory | LINKMEM_OFF | LINKMEM_SIZE: the rest of the region |\n\n")
 	p("The region is a power of two in size, at least %d bytes (QEMU maps the whole file as BAR2).\n\n", uapi.MinRegionSize)
