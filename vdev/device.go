@@ -19,6 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -32,7 +35,7 @@ import (
 type Config struct {
 	Node          uint16
 	RegionSize    int    // power of two >= 1 MiB; default 16 MiB
-	ShmPath       string // file in /dev/shm; "" = anonymous memfd
+	ShmPath       string // file in /dev/shm ("%d" becomes the node id); "" = anonymous memfd
 	CmdEntries    int    // command queue slots (power of two); default 1024
 	StatusEntries int    // status ring slots (power of two); default 1024
 	AMTEntries    int    // default 64
@@ -40,6 +43,8 @@ type Config struct {
 	PageSize      int    // link page frame size for LMMC; default 4096
 	Window        int    // unacknowledged packets per peer; default 64
 	RingFullMode  int    // uapi.RingFullHold (default) or uapi.RingFullNACK
+	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
+	KeepRegion    bool   // leave the /dev/shm file behind on Close
 }
 
 func (c *Config) defaults() {
@@ -55,6 +60,7 @@ func (c *Config) defaults() {
 	def(&c.AMTATEntries, 1024)
 	def(&c.PageSize, 4096)
 	def(&c.Window, 64)
+	def(&c.Vectors, 1)
 }
 
 // ErrConfig reports a configuration the device cannot be built with.
@@ -70,8 +76,10 @@ type Device struct {
 	node uint16
 	mac  net.HardwareAddr
 
-	doorbell *eventfd.FD // drivers signal it after publishing while DEV_SLEEP=1
-	irq      *eventfd.FD // the device signals it after a status while DRV_WAIT=1
+	doorbells []*eventfd.FD // one per vector: drivers signal one after publishing while DEV_SLEEP=1
+	irq       *eventfd.FD   // in-process driver's interrupt: signalled after a status while DRV_WAIT=1
+	irqMu     sync.Mutex    // guards irqs; held while signalling, so a removed fd is never written
+	irqs      []int         // every interrupt eventfd to signal (irq, plus attached clients')
 
 	port       link.Port
 	crc        bool
@@ -139,7 +147,11 @@ func New(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("node %d: region of %d bytes leaves no link memory: %w", cfg.Node, cfg.RegionSize, ErrConfig)
 	}
 	g.LinkMemSize = g.RegionSize - g.LinkMemOff
-	reg, err := shm.Create(fmt.Sprintf("dimmnet-node%d", cfg.Node), cfg.ShmPath, cfg.RegionSize)
+	path := cfg.ShmPath
+	if strings.Contains(path, "%d") { // one pattern for every node of a daemon
+		path = fmt.Sprintf(path, cfg.Node)
+	}
+	reg, err := shm.Create(fmt.Sprintf("dimmnet-node%d", cfg.Node), path, cfg.RegionSize)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", cfg.Node, err)
 	}
@@ -152,8 +164,17 @@ func New(cfg Config) (*Device, error) {
 		peers:  map[uint16]*peer{},
 		rings:  make([]ringState, cfg.AMTEntries),
 	}
-	if d.doorbell, err = eventfd.New(); err == nil {
+	for i := 0; i < cfg.Vectors && err == nil; i++ {
+		var e *eventfd.FD
+		if e, err = eventfd.New(); err == nil {
+			d.doorbells = append(d.doorbells, e)
+		}
+	}
+	if err == nil {
 		d.irq, err = eventfd.New()
+	}
+	if err == nil {
+		d.irqs = []int{d.irq.Int()}
 	}
 	if err != nil {
 		d.Close()
@@ -177,7 +198,7 @@ func New(cfg Config) (*Device, error) {
 		{uapi.RegScratchOff, g.ScratchOff}, {uapi.RegScratchSize, g.ScratchSize},
 		{uapi.RegLinkMemOff, g.LinkMemOff}, {uapi.RegLinkMemSize, g.LinkMemSize},
 		{uapi.RegPageSizeReg, g.PageSize}, {uapi.RegProcsPerNode, uapi.ProcsPerNode},
-		{uapi.RegAMTATMirOff, g.AMTATMirOff}, {uapi.RegVectors, 1},
+		{uapi.RegAMTATMirOff, g.AMTATMirOff}, {uapi.RegVectors, uint64(cfg.Vectors)},
 		{uapi.RegRingFullMode, uint64(cfg.RingFullMode)},
 		{uapi.RegWinBase, 0}, {uapi.RegWinSize, g.LinkMemSize},
 		{uapi.RegMTU, 64},
@@ -217,7 +238,38 @@ func (d *Device) Region() []byte { return d.shm.Mem }
 func (d *Device) ShmFD() int { return d.shm.FD }
 
 // DoorbellFD is the eventfd a driver signals to wake the device.
-func (d *Device) DoorbellFD() int { return d.doorbell.Int() }
+func (d *Device) DoorbellFD() int { return d.doorbells[0].Int() }
+
+// DoorbellFDs are the device's doorbell eventfds, one per vector: peer 0's
+// eventfds in the ivshmem protocol.
+func (d *Device) DoorbellFDs() []int {
+	fds := make([]int, len(d.doorbells))
+	for i, e := range d.doorbells {
+		fds[i] = e.Int()
+	}
+	return fds
+}
+
+// AddInterrupt makes the device signal eventfd fd too when a sleeping
+// driver needs waking (an attached ivshmem client's vector 0). The device
+// does not own fd.
+func (d *Device) AddInterrupt(fd int) {
+	d.irqMu.Lock()
+	defer d.irqMu.Unlock()
+	d.irqs = append(d.irqs, fd)
+}
+
+// RemoveInterrupt stops signalling fd (its client left). When it returns
+// the device will not write fd again, so the caller may close it.
+func (d *Device) RemoveInterrupt(fd int) {
+	d.irqMu.Lock()
+	defer d.irqMu.Unlock()
+	d.irqs = slices.DeleteFunc(d.irqs, func(f int) bool { return f == fd })
+}
+
+// MarkStopped publishes STATE=stopped, so drivers (guests get no
+// interrupt) notice the device going away and fail with a named error.
+func (d *Device) MarkStopped() { d.r.Store64(uapi.RegState, uapi.StateStopped) }
 
 // InterruptFD is the eventfd the device signals to wake a sleeping driver.
 func (d *Device) InterruptFD() int { return d.irq.Int() }
@@ -228,10 +280,10 @@ func (d *Device) Close() error {
 	var errs []error
 	if d.shm != nil {
 		d.r.Store64(uapi.RegState, uapi.StateStopped)
-		errs = append(errs, d.shm.Close(true))
+		errs = append(errs, d.shm.Close(!d.cfg.KeepRegion))
 		d.shm = nil
 	}
-	for _, e := range []*eventfd.FD{d.doorbell, d.irq} {
+	for _, e := range append(d.doorbells, d.irq) {
 		if e != nil {
 			errs = append(errs, e.Close())
 		}
@@ -322,7 +374,11 @@ func (d *Device) interrupt() {
 	d.irqWanted = false
 	if d.r.Load64(uapi.RegDrvWait) != 0 {
 		d.r.Add64(uapi.RegInterrupts, 1)
-		d.irq.Signal()
+		d.irqMu.Lock() // the slow path: only a sleeping driver pays for it
+		for _, fd := range d.irqs {
+			eventfd.Signal(fd)
+		}
+		d.irqMu.Unlock()
 	}
 }
 

@@ -105,20 +105,22 @@ func (e *Engine) run() {
 		}
 	}()
 	for _, d := range e.devs {
-		w, err := d.doorbell.Dup()
-		if err != nil {
-			continue // the device still runs, only by polling
-		}
-		waiters = append(waiters, w)
-		go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
-			for {
-				if _, err := w.Wait(0); err != nil {
-					return
-				}
-				d.count(uapi.CtrDoorbells, 1)
-				e.kick()
+		for _, db := range d.doorbells {
+			w, err := db.Dup()
+			if err != nil {
+				continue // the device still runs, only by polling
 			}
-		}(d, w)
+			waiters = append(waiters, w)
+			go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
+				for {
+					if _, err := w.Wait(0); err != nil {
+						return
+					}
+					d.count(uapi.CtrDoorbells, 1)
+					e.kick()
+				}
+			}(d, w)
+		}
 	}
 	timer := time.NewTimer(time.Hour)
 	lastWork := int64(0)

@@ -15,6 +15,9 @@ commands:
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
 
+  serve      the backend daemon: devices in /dev/shm behind QEMU ivshmem
+             server sockets (dimmnet serve --dir DIR --nodes N)
+
 run "dimmnet <command> -h" for a command's flags.
 `
 
@@ -27,6 +30,8 @@ func main() {
 	switch os.Args[1] {
 	case "pingpong":
 		err = pingpongCmd(os.Args[2:])
+	case "serve":
+		err = serveCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,31 +26,54 @@ func pingpongCmd(args []string) error {
 	iters := fs.Int("iters", 0, "round trips per size (0: chosen per size)")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload of the in-memory link in bytes")
 	quiet := fs.Bool("q", false, "no progress line")
+	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve")
+	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
+	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts)")
+	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *maxSize < 8 || *maxSize > 4<<20 {
 		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
 	}
-	l, err := vdev.NewLocal(vdev.Config{}, *payload, 1, 2)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	var sides [2]*pingpong.Side
-	for i, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+	pl := newPlan(*maxSize, *iters)
+	progress := progressLine(*quiet || *responder != "")
+	defer progress("")
+	switch {
+	case *responder != "":
+		return respondProcess(*responder, *peer, *maxSize, pl)
+	case *attach != "":
+		socks := strings.Split(*attach, ",")
+		if len(socks) != 2 {
+			return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+		}
+		res, err := initiateProcess(socks[0], socks[1], fs, pl, progress)
 		if err != nil {
 			return err
 		}
-		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node()}
-	}
-	if err := pingpong.Setup(sides[0], sides[1], *maxSize); err != nil {
-		return err
-	}
-	progress := progressLine(*quiet)
-	defer progress("")
-	if *breakdown {
+		var local []pingpong.Result
+		if *compare {
+			if local, err = runInProcess(*payload, *maxSize, pl, progress); err != nil {
+				return err
+			}
+		}
+		progress("")
+		if *asJSON {
+			return writeJSON(os.Stdout, append(res, local...))
+		}
+		printTable(os.Stdout, "two processes attached to dimmnet serve", res)
+		if *compare {
+			fmt.Println()
+			printTable(os.Stdout, "embedded two-node in-process devices", local)
+			printRatio(os.Stdout, res, local)
+		}
+		return nil
+	case *breakdown:
+		sides, closeFn, err := localPair(*payload, *maxSize)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
 		b, err := pingpong.Breakdown(sides[0], sides[1], *iters, progress)
 		if err != nil {
 			return err
@@ -59,26 +85,9 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
-	var res []pingpong.Result
-	sizes := pingpong.Sizes(*maxSize)
-	combos := [][2]string{{pingpong.ModePush, pingpong.CondLinkMem}, {pingpong.ModeIPush, pingpong.CondLinkMem},
-		{pingpong.ModePush, pingpong.CondHostCopy}, {pingpong.ModeIPush, pingpong.CondHostCopy}}
-	n := 0
-	for _, size := range sizes {
-		for _, c := range combos {
-			n++
-			progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", n, len(sizes)*len(combos), c[0], c[1], sizeName(size)))
-			warm, it := pingpong.Iters(size)
-			if *iters > 0 {
-				it = *iters
-			}
-			r, err := pingpong.Run(sides[0], sides[1], c[0], c[1], size, warm, it)
-			if err != nil {
-				return err
-			}
-			r.Path = "inprocess"
-			res = append(res, r)
-		}
+	res, err := runInProcess(*payload, *maxSize, pl, progress)
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		progress("")
@@ -88,9 +97,171 @@ func pingpongCmd(args []string) error {
 	raw := pingpong.RawWordPingPong(20000)
 	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
 	progress("")
-	printTable(os.Stdout, res)
+	printTable(os.Stdout, "embedded two-node in-process devices", res)
 	printBaseline(os.Stdout, res, raw, cp)
 	return nil
+}
+
+// step is one measurement of a run; both processes of a two-process run
+// walk the same plan, so they agree on every count without talking.
+type step struct {
+	mode, cond        string
+	size, warm, iters int
+}
+
+func newPlan(maxSize, iters int) []step {
+	var pl []step
+	combos := [][2]string{{pingpong.ModePush, pingpong.CondLinkMem}, {pingpong.ModeIPush, pingpong.CondLinkMem},
+		{pingpong.ModePush, pingpong.CondHostCopy}, {pingpong.ModeIPush, pingpong.CondHostCopy}}
+	for _, size := range pingpong.Sizes(maxSize) {
+		for _, c := range combos {
+			warm, it := pingpong.Iters(size)
+			if iters > 0 {
+				it = iters
+			}
+			pl = append(pl, step{c[0], c[1], size, warm, it})
+		}
+	}
+	return pl
+}
+
+// localPair is the embedded default: two in-process devices, nodes 1 and 2.
+func localPair(payload, maxSize int) ([2]*pingpong.Side, func(), error) {
+	var sides [2]*pingpong.Side
+	l, err := vdev.NewLocal(vdev.Config{}, payload, 1, 2)
+	if err != nil {
+		return sides, nil, err
+	}
+	for i, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		if err != nil {
+			l.Close()
+			return sides, nil, err
+		}
+		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node()}
+	}
+	if err := pingpong.Setup(sides[0], sides[1], maxSize); err != nil {
+		l.Close()
+		return sides, nil, err
+	}
+	return sides, func() { l.Close() }, nil
+}
+
+func runInProcess(payload, maxSize int, pl []step, progress func(string)) ([]pingpong.Result, error) {
+	sides, closeFn, err := localPair(payload, maxSize)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	var res []pingpong.Result
+	for i, st := range pl {
+		progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
+		r, err := pingpong.Run(sides[0], sides[1], st.mode, st.cond, st.size, st.warm, st.iters)
+		if err != nil {
+			return nil, err
+		}
+		r.Path = "inprocess"
+		res = append(res, r)
+	}
+	return res, nil
+}
+
+// initiateProcess attaches to sockA, starts this program again as the
+// responder on sockB, and runs the plan against it.
+func initiateProcess(sockA, sockB string, fs *flag.FlagSet, pl []step, progress func(string)) ([]pingpong.Result, error) {
+	t, err := driver.Dial(sockA)
+	if err != nil {
+		return nil, err
+	}
+	d, err := driver.Open(t)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	defer d.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	maxSize := fs.Lookup("max").Value.String()
+	iters := fs.Lookup("iters").Value.String()
+	cmd := exec.Command(exe, "pingpong", "--responder", sockB, "--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start responder: %w", err)
+	}
+	defer cmd.Process.Kill() // no-op once it exited
+	var peer int
+	if _, err := fmt.Fscanf(out, "ready %d\n", &peer); err != nil {
+		cmd.Wait()
+		return nil, fmt.Errorf("responder on %s did not get ready: %w", sockB, err)
+	}
+	a := &pingpong.Side{D: d, Peer: uint16(peer)}
+	max, _ := strconv.Atoi(maxSize)
+	if err := pingpong.SetupSide(a, max); err != nil {
+		return nil, err
+	}
+	var res []pingpong.Result
+	for i, st := range pl {
+		progress(fmt.Sprintf("pingpong (two processes) %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
+		r, err := pingpong.Initiate(a, st.mode, st.cond, st.size, st.warm, st.iters)
+		if err != nil {
+			return nil, err
+		}
+		r.Path = "process"
+		res = append(res, r)
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("responder: %w", err)
+	}
+	return res, nil
+}
+
+// respondProcess is the responder process: attach, set up, say ready, serve the plan.
+func respondProcess(sock string, peer, maxSize int, pl []step) error {
+	if peer < 0 || peer > 65535 {
+		return fmt.Errorf("--responder needs --peer NODE (the initiator's node id)")
+	}
+	t, err := driver.Dial(sock)
+	if err != nil {
+		return err
+	}
+	d, err := driver.Open(t)
+	if err != nil {
+		t.Close()
+		return err
+	}
+	defer d.Close()
+	b := &pingpong.Side{D: d, Peer: uint16(peer)}
+	if err := pingpong.SetupSide(b, maxSize); err != nil {
+		return err
+	}
+	fmt.Printf("ready %d\n", d.Node())
+	for _, st := range pl {
+		if err := pingpong.Respond(b, st.mode, st.cond, st.size, st.warm+st.iters); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printRatio shows how much the two-process path costs over the in-process one.
+func printRatio(w io.Writer, proc, local []pingpong.Result) {
+	fmt.Fprintln(w, "\ntwo processes / in-process, RTT/2 (mean; median in parentheses)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tPUSH linkmem\tIPUSH linkmem\tPUSH hostcopy\tIPUSH hostcopy\t")
+	for i := 0; i+3 < len(proc) && i+3 < len(local); i += 4 {
+		fmt.Fprintf(tw, "%s\t", sizeName(proc[i].Size))
+		for j := i; j < i+4; j++ {
+			fmt.Fprintf(tw, "%.2fx (%.2fx)\t", proc[j].RTTHalfUs/local[j].RTTHalfUs, proc[j].RTTHalfP50Us/local[j].RTTHalfP50Us)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
 
 // printBaseline sets the smallest and largest rows beside the raw floor
@@ -140,7 +311,7 @@ func writeJSON(w io.Writer, v any) error {
 
 // printTable prints one row per size with RTT/2 and MB/s for each
 // (mode, condition) pair, the paper's Figure 8 in numbers.
-func printTable(w io.Writer, res []pingpong.Result) {
+func printTable(w io.Writer, what string, res []pingpong.Result) {
 	type key struct {
 		mode, cond string
 		size       int
@@ -153,7 +324,7 @@ func printTable(w io.Writer, res []pingpong.Result) {
 		}
 		m[key{r.Mode, r.Condition, r.Size}] = r
 	}
-	fmt.Fprintln(w, "dimmnet ping-pong, embedded two-node in-process devices: RTT/2 in µs and bandwidth (size / RTT/2) in MB/s")
+	fmt.Fprintf(w, "dimmnet ping-pong, %s: RTT/2 in µs and bandwidth (size / RTT/2) in MB/s\n", what)
 	fmt.Fprintln(w, "linkmem = Table 5 conditions (1)/(2): data left in link memory; hostcopy = conditions (3)/(4): status read and payload copied to host memory")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\tPUSH linkmem µs\tMB/s\tIPUSH linkmem µs\tMB/s\tPUSH hostcopy µs\tMB/s\tIPUSH hostcopy µs\tMB/s\t")

@@ -85,26 +85,33 @@ type Side struct {
 	unreleased uint64
 }
 
-// Setup prepares both sides for messages up to maxSize: a source buffer, a
-// PUSH target, and IPUSH ring 0 fed by the peer's GPID.
+// Setup prepares both sides for messages up to maxSize (see SetupSide).
 func Setup(a, b *Side, maxSize int) error {
-	for _, s := range []struct{ me, other *Side }{{a, b}, {b, a}} {
-		l, err := plan(maxSize, s.me.D.Geometry().LinkMemSize)
-		if err != nil {
-			return err
-		}
-		s.me.l = l
-		if s.me.ring, err = s.me.D.SetRing(0, l.ring, l.ringSize, false); err != nil {
-			return err
-		}
-		if err := s.me.D.MapSender(uapi.GPID(s.me.Peer, 0), 0); err != nil {
-			return err
-		}
-		s.me.buf = make([]byte, maxSize)
-		src := s.me.D.LinkMem()[l.src : l.src+uint64(maxSize)]
-		for i := range src {
-			src[i] = byte(i) ^ byte(s.me.D.Node())
-		}
+	if err := SetupSide(a, maxSize); err != nil {
+		return err
+	}
+	return SetupSide(b, maxSize)
+}
+
+// SetupSide prepares one side for messages up to maxSize: a source buffer,
+// a PUSH target, and IPUSH ring 0 fed by the peer's process 0. Each
+// process of a two-process run sets up its own side.
+func SetupSide(s *Side, maxSize int) error {
+	l, err := plan(maxSize, s.D.Geometry().LinkMemSize)
+	if err != nil {
+		return err
+	}
+	s.l = l
+	if s.ring, err = s.D.SetRing(0, l.ring, l.ringSize, false); err != nil {
+		return err
+	}
+	if err := s.D.MapSender(uapi.GPID(s.Peer, 0), 0); err != nil {
+		return err
+	}
+	s.buf = make([]byte, maxSize)
+	src := s.D.LinkMem()[l.src : l.src+uint64(maxSize)]
+	for i := range src {
+		src[i] = byte(i) ^ byte(s.D.Node())
 	}
 	return nil
 }
@@ -183,20 +190,31 @@ const waitNs = 10_000_000_000
 // as the responder (b runs on its own goroutine, as a separate process would).
 func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
 	errc := make(chan error, 1)
-	total := warm + iters
-	go func() {
-		for i := 0; i < total; i++ {
-			if err := b.recv(mode, cond, size, nil); err != nil {
-				errc <- err
-				return
-			}
-			if err := b.send(mode, size); err != nil {
-				errc <- err
-				return
-			}
+	go func() { errc <- Respond(b, mode, cond, size, warm+iters) }()
+	r, err := Initiate(a, mode, cond, size, warm, iters)
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return r, err
+}
+
+// Respond is the responder's half: total times, wait for a message and
+// answer it with one of the same size.
+func Respond(b *Side, mode, cond string, size, total int) error {
+	for i := 0; i < total; i++ {
+		if err := b.recv(mode, cond, size, nil); err != nil {
+			return err
 		}
-		errc <- nil
-	}()
+		if err := b.send(mode, size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Initiate is the initiator's half: warm round trips, then iters timed ones.
+func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error) {
+	total := warm + iters
 	var start int64
 	rtts := make([]int64, iters)
 	for i := 0; i < total; i++ {
@@ -215,9 +233,6 @@ func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
 		}
 	}
 	el := monotime.Now() - start
-	if err := <-errc; err != nil {
-		return Result{}, err
-	}
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/ivshmem"
+	"golang.org/x/sys/unix"
+)
+
+// serveCmd is the backend daemon: N devices joined by a link, each with its
+// region in /dev/shm and an ivshmem server socket DIR/node<K>.sock.
+func serveCmd(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	dir := fs.String("dir", "", "directory for the sockets (required)")
+	nodes := fs.Int("nodes", 2, "devices to serve, node ids 0..N-1, all on one link")
+	vectors := fs.Int("vectors", 1, "eventfds per peer; must equal QEMU's ivshmem-doorbell vectors=N")
+	regionMiB := fs.Int("region-mib", 16, "size of each device's region in MiB (a power of two, at least 1)")
+	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload of the link in bytes")
+	keep := fs.Bool("keep", false, "leave the /dev/shm regions behind on exit")
+	shmDir := fs.String("shm-dir", "/dev/shm", "where the regions' files go")
+	logJSON := fs.Bool("log-json", false, "log as JSON instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("--dir is required")
+	}
+	if *nodes < 1 || *nodes > 1024 {
+		return fmt.Errorf("--nodes %d: must be 1..1024", *nodes)
+	}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if *logJSON {
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", *dir, err)
+	}
+	lock, err := lockDir(*dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lock)
+
+	ids := make([]uint16, *nodes)
+	for i := range ids {
+		ids[i] = uint16(i)
+	}
+	cfg := vdev.Config{
+		RegionSize: *regionMiB << 20,
+		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
+		Vectors:    *vectors,
+		KeepRegion: *keep,
+	}
+	local, err := vdev.NewLocal(cfg, *payload, ids...)
+	if err != nil {
+		return err
+	}
+	var servers []*ivshmem.Server
+	shutdown := func() {
+		for _, d := range local.Devices {
+			d.MarkStopped() // drivers, guests included, see it in the register page
+		}
+		for _, s := range servers {
+			s.Shutdown() // every client gets "peer 0 left"
+		}
+		local.Close()
+	}
+	for _, d := range local.Devices {
+		d := d
+		sock := filepath.Join(*dir, fmt.Sprintf("node%d.sock", d.Node()))
+		s, err := ivshmem.Listen(ivshmem.Config{
+			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(),
+			OnJoin:  func(id int64, fds []int) { d.AddInterrupt(fds[0]) },
+			OnLeave: func(id int64, fds []int) { d.RemoveInterrupt(fds[0]) },
+			Log:     log.With("node", d.Node()),
+		})
+		if err != nil {
+			shutdown()
+			return err
+		}
+		servers = append(servers, s)
+		go func() {
+			if err := s.Serve(); err != nil {
+				log.Error("server stopped", "node", d.Node(), "err", err)
+			}
+		}()
+		g := uapi.Region(d.Region()).ReadGeometry()
+		fmt.Printf("node %d ready: socket %s region %s (%d MiB, link memory %d bytes, vectors %d)\n",
+			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
+	}
+	log.Info("serving", "dir", *dir, "nodes", *nodes, "vectors", *vectors)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down: devices marked stopped, clients told, sockets closed", "keep_regions", *keep)
+	shutdown()
+	return nil
+}
+
+func regionPath(pattern string, node uint16) string { return fmt.Sprintf(pattern, node) }
+
+// lockDir takes an exclusive lock on DIR/dimmnet.lock, so a second daemon
+// on the same directory fails with a clear error instead of stealing sockets.
+func lockDir(dir string) (int, error) {
+	p := filepath.Join(dir, "dimmnet.lock")
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return -1, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return -1, fmt.Errorf("another dimmnet serve is running on %s (%s is locked)", dir, p)
+		}
+		return -1, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return fd, nil
+}
