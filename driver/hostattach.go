@@ -95,7 +95,10 @@ func (t *hostTransport) setup(path string) error {
 		return fmt.Errorf("attach %s: server sent version %d: %w", path, v, ErrRefused)
 	}
 	if t.id, fd, err = recv(t.conn); err != nil || t.id < 0 {
-		return fmt.Errorf("attach %s: read own id: %v", path, err)
+		return fmt.Errorf("attach %s: read own id %d: %v", path, t.id, err)
+	}
+	if fd >= 0 {
+		unix.Close(fd) // the id message carries no fd
 	}
 	shmFD := -1
 	for shmFD < 0 || t.irq == nil {
