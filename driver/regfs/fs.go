@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -207,7 +208,15 @@ func (n *textNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if wantsWrite(flags) && !n.canWrite() {
 		return nil, 0, syscall.EACCES
 	}
-	return nil, fuse.FOPEN_DIRECT_IO, 0
+	return &snapshot{}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// snapshot is an open text file's content: rendered afresh by a read at
+// offset 0 and kept for the reads that continue it, so a value that changes
+// between two read(2) calls never yields a torn line (as seq_file does).
+type snapshot struct {
+	mu   sync.Mutex
+	text string
 }
 
 func (n *textNode) canWrite() bool { return n.writable && n.store != nil }
@@ -223,9 +232,20 @@ func (n *textNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	return 0
 }
 
-// Read renders the content afresh and returns the part at off.
+// Read renders the content afresh at offset 0 and returns the part at off
+// (later offsets come from the open file's snapshot).
 func (n *textNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	s := n.render()
+	var s string
+	if snap, ok := f.(*snapshot); ok {
+		snap.mu.Lock()
+		if off == 0 || snap.text == "" {
+			snap.text = n.render()
+		}
+		s = snap.text
+		snap.mu.Unlock()
+	} else {
+		s = n.render()
+	}
 	if off >= int64(len(s)) {
 		return fuse.ReadResultData(nil), 0
 	}
