@@ -87,8 +87,10 @@ func Open(t Transport) (*Driver, error) {
 		return nil, fmt.Errorf("open device: %w", err)
 	}
 	d := &Driver{t: t, r: r, g: g, lm: mem[g.LinkMemOff : g.LinkMemOff+g.LinkMemSize], node: uint16(r.Load64(uapi.RegNodeID))}
-	d.cmdTail = r.Load64(uapi.RegCmdqTail)
 	d.cmdHead = r.Load64(uapi.RegCmdqHead)
+	// A driver that died between publishing a slot and storing the tail
+	// leaves the tail behind the device's head: never reuse a consumed index.
+	d.cmdTail = max(r.Load64(uapi.RegCmdqTail), d.cmdHead)
 	d.statHead = r.Load64(uapi.RegStatqHead)
 	d.statPub = d.statHead
 	d.amtatSeq = r.Load64(uapi.RegAMTATCtrl) >> 8
@@ -228,8 +230,18 @@ func (d *Driver) Flush() error {
 // Skip consumes n status entries without reading them (the ping-pong's
 // linkmem condition: the arrival is all it needs to know).
 func (d *Driver) Skip(n uint64) {
-	d.statHead += n
+	d.statHead += min(n, d.r.Load64(uapi.RegStatqTail)-d.statHead) // never past the tail
 	d.publishHead(false)
+}
+
+// DiscardStatuses drops every status waiting in the ring and returns how
+// many: a driver taking over a device another driver used starts clean
+// instead of reading its predecessor's completions as its own.
+func (d *Driver) DiscardStatuses() uint64 {
+	n := d.r.Load64(uapi.RegStatqTail) - d.statHead
+	d.statHead += n
+	d.publishHead(true)
+	return n
 }
 
 // WaitTail waits until the status tail moves past the driver's head and

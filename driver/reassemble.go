@@ -45,6 +45,9 @@ func (ra *Reassembler) Add(s *uapi.Status, data []byte) (*Message, bool) {
 		ra.parts[k] = p
 	}
 	end := int(s.Offset) + len(data)
+	if end > uapi.MaxXfer { // the device refuses such packets; never size a buffer by a bogus offset
+		return nil, false
+	}
 	if end > len(p.data) {
 		if end > cap(p.data) {
 			n := make([]byte, end, max(end, 2*cap(p.data)))

@@ -247,7 +247,7 @@ func TestMalformedFrames(t *testing.T) {
 		return wire.AppendFrame(nil, dst, src, &h, payload)
 	}
 	hdr := wire.Header{Version: wire.Version1, Type: wire.TypePush, SrcNode: 77, DstNode: 2, Seq: 1,
-		MsgLen: 64, Addr: 1 << 20, Flags: wire.FlagFirst | wire.FlagLast}
+		MsgLen: 64, Addr: 1 << 20, Flags: wire.FlagFirst | wire.FlagLast | wire.FlagSeq}
 	junk := pattern(200, 0x5A)
 
 	send := func(what string, f []byte) {

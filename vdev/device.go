@@ -113,6 +113,8 @@ type Device struct {
 	trace    bool
 	timers   int // peers with a retransmission armed
 	respJobs int // PULL responses not yet fully acknowledged
+	owed     int // control frames owed to peers (link was full)
+	acksDue  int // ACKs the link refused on the last flush
 }
 
 // New creates a device and its region. Attach a port and add it to an

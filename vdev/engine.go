@@ -76,6 +76,12 @@ func (d *Device) step(now *int64) bool {
 	if d.respJobs > 0 {
 		busy = d.serveResponses() || busy
 	}
+	if d.owed > 0 {
+		busy = d.flushOwed() || busy
+	}
+	if d.acksDue > 0 {
+		d.flushAcks()
+	}
 	busy = d.pollCommands() || busy
 	busy = d.serviceAMTAT() || busy
 	if d.irqWanted {
@@ -87,7 +93,7 @@ func (d *Device) step(now *int64) bool {
 // stalled reports work only a driver (consuming statuses or ring data) or
 // a busy link can unblock: the engine then sleeps briefly instead of for good.
 func (d *Device) stalled() bool {
-	return d.held != nil || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0
+	return d.held != nil || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0 || d.owed > 0 || d.acksDue > 0
 }
 
 // pending reports work visible without doing it (the re-check before sleep).
@@ -97,12 +103,14 @@ func (d *Device) pending() bool {
 }
 
 func (e *Engine) run() {
-	defer close(e.done)
 	var waiters []*eventfd.FD
+	var wg sync.WaitGroup
 	defer func() {
 		for _, w := range waiters {
 			w.Close()
 		}
+		wg.Wait() // no doorbell goroutine touches a region once Stop returns
+		close(e.done)
 	}()
 	for _, d := range e.devs {
 		for _, db := range d.doorbells {
@@ -111,7 +119,9 @@ func (e *Engine) run() {
 				continue // the device still runs, only by polling
 			}
 			waiters = append(waiters, w)
+			wg.Add(1)
 			go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
+				defer wg.Done()
 				for {
 					if _, err := w.Wait(0); err != nil {
 						return
@@ -125,7 +135,7 @@ func (e *Engine) run() {
 	timer := time.NewTimer(time.Hour)
 	lastWork := int64(0)
 	lastAlive := int64(0)
-	iter := 0
+	iter, busyRuns := 0, 0
 	for !e.stop.Load() {
 		busy := false
 		var now int64
@@ -136,6 +146,14 @@ func (e *Engine) run() {
 		}
 		iter++
 		if busy {
+			if busyRuns++; busyRuns&1023 == 0 { // ALIVE advances under unbroken load too
+				if t := monotime.Now(); t-lastAlive > aliveNs {
+					lastAlive = t
+					for _, d := range e.devs {
+						d.r.Store64(uapi.RegAlive, uint64(t))
+					}
+				}
+			}
 			iter = 0
 			lastWork = 0
 			continue

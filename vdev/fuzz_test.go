@@ -34,10 +34,10 @@ func fuzzDevice(t testing.TB) (*Device, link.Port) {
 // for (placed, refused, counted as malformed or foreign, or a control frame).
 func FuzzRxFrame(f *testing.F) {
 	good := wire.AppendFrame(nil, wire.NodeMAC(1), wire.NodeMAC(2), &wire.Header{Version: wire.Version1, Type: wire.TypePush,
-		Flags: wire.FlagFirst | wire.FlagLast, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 8, Addr: 64}, make([]byte, 8))
+		Flags: wire.FlagFirst | wire.FlagLast | wire.FlagSeq, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 8, Addr: 64}, make([]byte, 8))
 	f.Add(good)
 	ip := wire.AppendFrame(nil, wire.NodeMAC(1), wire.NodeMAC(2), &wire.Header{Version: wire.Version1, Type: wire.TypeIPush,
-		Flags: wire.FlagFirst | wire.FlagLast | wire.FlagPktStatus, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 16}, make([]byte, 16))
+		Flags: wire.FlagFirst | wire.FlagLast | wire.FlagPktStatus | wire.FlagSeq, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 16}, make([]byte, 16))
 	f.Add(ip)
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, frame []byte) {

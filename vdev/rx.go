@@ -47,6 +47,7 @@ func (d *Device) pollRx() bool {
 			return false
 		}
 		d.held = nil
+		d.heldRF, d.rfOwed = false, false // the stall is over, however it ended
 		busy = true
 	}
 	for n := 0; n < 256; n++ {
@@ -109,7 +110,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		return true
 	}
 	switch {
-	case h.Seq == 0 || int32(h.Seq-p.expect) > 0:
+	case h.Flags&wire.FlagSeq == 0 || int32(h.Seq-p.expect) > 0:
 		d.count(uapi.CtrOutOfOrder, 1) // dropped unacknowledged; the sender goes back
 		d.port.Release(f)
 		return true
@@ -134,10 +135,12 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	switch out {
 	case delivered:
 		p.expect++
+		p.gotAny = true
 		p.ackDue = true
 	case refused:
 		p.expect++
-		d.sendAck(p, wire.TypeNack, h.Seq, uint16(code)) // consumes seq: the ACK field covers it
+		p.gotAny = true
+		d.sendCtl(p, wire.TypeNack, h.Seq, uint16(code)) // consumes seq: the ACK field covers it
 	case ringFull, statusFull:
 		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 			if out == ringFull {
@@ -147,7 +150,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			// sender sends again only when NACKed (its backoff paces
 			// this), so staying silent after the first NACK would leave
 			// it waiting for ever once the ring has room again.
-			d.sendAck(p, wire.TypeNack, h.Seq, 0)
+			d.sendCtl(p, wire.TypeNack, h.Seq, 0)
 			break
 		}
 		return false // hold: keep the frame, stop receiving on this link
@@ -167,6 +170,10 @@ func (d *Device) inWindow(addr uint64, n uint32) bool {
 
 func (d *Device) rxPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	n := uint32(len(payload))
+	if !consistent(h, len(payload)) {
+		d.count(uapi.CtrRxMalformed, 1)
+		return refused, uapi.EBadLength
+	}
 	if h.Addr%uapi.AddrAlign != 0 || !d.inWindow(h.Addr, n) || h.Addr < uint64(h.Offset) {
 		d.count(uapi.CtrRxBadAddr, 1)
 		return refused, uapi.ERemoteAddr
@@ -200,6 +207,15 @@ func (d *Device) rxPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	return delivered, 0
 }
 
+// consistent checks what a sender claims about a packet's place in its
+// message: statuses carry it to drivers, which size buffers by it.
+func consistent(h *wire.Header, n int) bool {
+	end := uint64(h.Offset) + uint64(n)
+	return end <= uint64(h.MsgLen) && h.MsgLen <= uapi.MaxXfer &&
+		(h.Flags&wire.FlagFirst != 0) == (h.Offset == 0) &&
+		(h.Flags&wire.FlagLast != 0) == (end == uint64(h.MsgLen))
+}
+
 func stFlags(h *wire.Header) uint8 {
 	var f uint8
 	if h.Flags&wire.FlagLast != 0 {
@@ -212,6 +228,10 @@ func stFlags(h *wire.Header) uint8 {
 }
 
 func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	if !consistent(h, len(payload)) {
+		d.count(uapi.CtrRxMalformed, 1)
+		return refused, uapi.EBadLength
+	}
 	var idx uint64
 	if h.Flags&wire.FlagDirectAMT != 0 {
 		idx = uint64(h.DstProc)
@@ -238,7 +258,9 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	pkt := h.Flags&wire.FlagPktStatus != 0
 	last := h.Flags&wire.FlagLast != 0
 	msgNeed := roundUp(uint64(h.MsgLen), uapi.RingAlign)
-	if need > size || !pkt && msgNeed > size { // a per-message message must fit the ring whole
+	if need > size || !pkt && msgNeed+min(msgNeed, uint64(d.maxPayload)) > size {
+		// A per-message message must be placeable whole from any position:
+		// with at most one pad, shorter than one of its packets, at the end.
 		return refused, uapi.ETooBig
 	}
 	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)

@@ -1,7 +1,9 @@
 package vdev
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
@@ -67,6 +69,8 @@ type peer struct {
 	resendAt int64 // >0: go back to the first unacked packet at this time
 	backoff  int64
 	expect   uint32 // next sequence number to accept
+	gotAny   bool   // something was accepted, so Ack = expect-1 means something
+	owedCtl  []ctl  // NACKs the link could not take yet
 	ackDue   bool
 	pulls    map[uint32]*job
 }
@@ -95,7 +99,7 @@ func (d *Device) pollCommands() bool {
 	if d.cur != nil {
 		sent := d.cur.off
 		if !d.advance(d.cur) {
-			return busy || d.cur.off != sent
+			return d.readDoneAhead() || busy || d.cur.off != sent
 		}
 		busy = true
 	}
@@ -120,6 +124,30 @@ func (d *Device) pollCommands() bool {
 		if d.cur != nil || len(d.compQ) > 0 {
 			break
 		}
+	}
+	return busy
+}
+
+// readDoneAhead runs READ_DONE commands queued behind a blocked transfer:
+// they are local, need no order with it, and may be what unblocks it (a
+// hold-mode stall on a device-head ring is released only by READ_DONE).
+func (d *Device) readDoneAhead() bool {
+	busy := false
+	for len(d.compQ) == 0 {
+		slot := d.g.CmdqOff + (d.cmdHead&(d.g.CmdqEntries-1))*uapi.DescSize
+		if d.r.Load64At(slot+uapi.DescSeqOff) != d.cmdHead+1 {
+			break
+		}
+		desc := d.r.ReadDesc(slot)
+		if desc.Opcode != uapi.OpREADDONE {
+			break
+		}
+		idx := d.cmdHead
+		d.cmdHead++
+		d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
+		d.count(uapi.CtrCmds, 1)
+		d.execute(desc, idx)
+		busy = true
 	}
 	return busy
 }
@@ -169,6 +197,9 @@ func (d *Device) validate(c *uapi.Desc) uapi.Errno {
 		}
 		if c.DstNode == d.node {
 			return uapi.EBadNode
+		}
+		if c.Flags&uapi.FlagDirectAMT != 0 && c.RemoteAddr > 0xffff {
+			return uapi.EBadAMT // would alias another entry on the wire
 		}
 	}
 	return uapi.EOK
@@ -264,7 +295,7 @@ func (d *Device) advance(j *job) bool {
 			if errors.Is(err, link.ErrFull) {
 				return false
 			}
-			d.failPeer(p, uapi.EBadNode)
+			d.failPeer(p, j, uapi.EBadNode) // nobody on the link has that node's address
 			d.cur = nil
 			return true
 		}
@@ -283,7 +314,7 @@ func (d *Device) advance(j *job) bool {
 
 // transmit encodes and sends one sequenced packet (first send or resend).
 func (d *Device) transmit(p *peer, e *txEntry) error {
-	h := wire.Header{Version: wire.Version1, Type: e.typ, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off}
+	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off}
 	var payload []byte
 	if j := e.j; j != nil {
 		c := &j.desc
@@ -329,7 +360,7 @@ func (d *Device) transmit(p *peer, e *txEntry) error {
 
 // send frames a header and payload to p, piggybacking the cumulative ACK.
 func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
-	if p.expect > 1 {
+	if p.gotAny {
 		h.Flags |= wire.FlagAckValid
 		h.Ack = p.expect - 1
 	}
@@ -348,6 +379,41 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
 		p.ackDue = false
 	}
 	return nil
+}
+
+// ctl is a control frame (NACK) the link could not take yet.
+type ctl struct {
+	typ  wire.Type
+	seq  uint32
+	code uint16
+}
+
+// sendCtl sends a NACK now or keeps it to send on a later pass: a lost
+// refusal NACK would let the next cumulative ACK complete the refused
+// command as if it had succeeded.
+func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16) {
+	if len(p.owedCtl) == 0 && d.sendAck(p, typ, seq, code) == nil {
+		return
+	}
+	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code})
+	d.owed++
+}
+
+// flushOwed retries control frames the link refused, in order.
+func (d *Device) flushOwed() bool {
+	busy := false
+	for _, p := range d.peers {
+		for len(p.owedCtl) > 0 {
+			c := p.owedCtl[0]
+			if d.sendAck(p, c.typ, c.seq, c.code) != nil {
+				return busy
+			}
+			p.owedCtl = p.owedCtl[1:]
+			d.owed--
+			busy = true
+		}
+	}
+	return busy
 }
 
 // sendAck sends a standalone ACK (or NACK with code) to p.
@@ -484,37 +550,53 @@ func (d *Device) serveResponses() bool {
 }
 
 // flushAcks sends the ACKs that no data frame carried.
+// An ACK the link refused stays due (acksDue counts them) and is retried
+// on the next pass.
 func (d *Device) flushAcks() {
+	d.acksDue = 0
 	for _, p := range d.peers {
-		if p.ackDue {
+		if p.ackDue && len(p.owedCtl) == 0 { // owed NACKs go first: they carry the same ACK
 			if d.sendAck(p, wire.TypeAck, 0, 0) != nil {
-				return
+				d.acksDue++
 			}
 		}
 	}
 }
 
-// failPeer fails every command to a peer that cannot be reached.
-func (d *Device) failPeer(p *peer, e uapi.Errno) {
+// failPeer fails every command to a peer that cannot be reached (j too,
+// which may not be registered anywhere yet), in command order.
+func (d *Device) failPeer(p *peer, j *job, e uapi.Errno) {
 	seen := map[*job]bool{}
+	if j != nil {
+		seen[j] = true
+	}
 	for _, x := range p.unacked {
-		if x.j != nil && !seen[x.j] {
+		if x.j != nil {
 			seen[x.j] = true
 		}
 	}
 	if d.cur != nil && d.cur.peer == p {
 		seen[d.cur] = true
 	}
-	for _, j := range p.jobs {
-		seen[j] = true
+	for _, x := range p.jobs {
+		seen[x] = true
 	}
-	for j := range seen {
+	for _, x := range p.pulls {
+		seen[x] = true
+	}
+	jobs := make([]*job, 0, len(seen))
+	for x := range seen {
+		jobs = append(jobs, x)
+	}
+	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.idx, b.idx) })
+	for _, x := range jobs {
 		d.inflight--
-		d.fail(&j.desc, j.idx, e)
+		d.fail(&x.desc, x.idx, e)
 	}
 	if p.resendAt != 0 {
 		d.timers--
 	}
 	d.respJobs -= len(p.resp)
+	d.owed -= len(p.owedCtl)
 	delete(d.peers, p.node)
 }

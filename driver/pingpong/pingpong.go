@@ -102,6 +102,7 @@ func SetupSide(s *Side, maxSize int) error {
 		return err
 	}
 	s.l = l
+	s.D.DiscardStatuses() // a previous user's leftovers are not ours
 	if s.ring, err = s.D.SetRing(0, l.ring, l.ringSize, false); err != nil {
 		return err
 	}

@@ -150,10 +150,15 @@ const (
 	FlagAckValid Flags = 1 << 6
 	// FlagSignal says the sender wants a completion for this message.
 	FlagSignal Flags = 1 << 7
+	// FlagSeq says Seq is a sequence number to check (every data frame);
+	// without it (ACK, NACK) Seq is only a reference. A flag rather than a
+	// reserved value, so every 32-bit number is a usable sequence number and
+	// the count may wrap.
+	FlagSeq Flags = 1 << 8
 )
 
 var flagNames = [...]string{
-	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal",
+	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq",
 }
 
 // String lists the set flags separated by "|" (unknown bits as hex), so a

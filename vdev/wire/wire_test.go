@@ -499,7 +499,7 @@ func TestStrings(t *testing.T) {
 		FlagCRC:                 "CRC",
 		FlagFirst | FlagLast:    "Last|First",
 		0xff:                    "PktStatus|Last|First|DirectAMT|CRC|Hold|AckValid|Signal",
-		FlagSignal | 0x8100:     "Signal|0x8100",
+		FlagSignal | 0x8200:     "Signal|0x8200",
 		0x0200:                  "0x200",
 		FlagHold | FlagAckValid: "Hold|AckValid",
 	} {

@@ -1,0 +1,69 @@
+package vdev
+
+import (
+	"testing"
+
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// Sequence numbers wrap through 0 after 2^32 packets per peer: traffic
+// across the wrap is placed, acknowledged and completed like any other.
+func TestSequenceWrap(t *testing.T) {
+	hub := link.NewHub(1024+wire.FrameOverhead, 64)
+	var devs []*Device
+	for _, n := range []uint16{1, 2} {
+		d, err := New(Config{Node: n, RegionSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		p, _ := hub.Attach(d.MAC())
+		d.AttachPort(p)
+		devs = append(devs, d)
+	}
+	a, b := devs[0], devs[1]
+	const start = 0xFFFFFFF0
+	pa, pb := a.peerOf(2), b.peerOf(1)
+	pa.nextSeq, pa.acked = start, start-1
+	pb.expect = start
+	e, err := NewEngine(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	defer e.Stop()
+	// 20 KiB in 1 KiB packets: sequence numbers 0xFFFFFFF0 .. 3
+	const n = 20 << 10
+	for i := 0; i < n; i++ {
+		a.lm[i] = byte(i * 13)
+	}
+	desc := uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, Length: n, RemoteAddr: 64 << 10, Cookie: 1}
+	a.r.WriteDesc(a.g.CmdqOff, &desc, 0)
+	a.r.Store64(uapi.RegCmdqTail, 1)
+	waitStatus := func(d *Device) uapi.Status {
+		for i := 0; ; i++ {
+			if d.r.Load64(uapi.RegStatqTail) > 0 {
+				return d.r.ReadStatus(d.g.StatqOff)
+			}
+			if i > 50_000_000 {
+				t.Fatalf("node %d: no status", d.node)
+			}
+		}
+	}
+	if s := waitStatus(a); s.Type != uapi.StDone || s.Cookie != 1 {
+		t.Fatalf("sender: %v", s)
+	}
+	if s := waitStatus(b); s.Type != uapi.StPUSH || s.Length != n {
+		t.Fatalf("receiver: %v", s)
+	}
+	for i := 0; i < n; i++ {
+		if b.lm[64<<10+i] != byte(i*13) {
+			t.Fatalf("byte %d differs", i)
+		}
+	}
+	if dup, ooo := b.r.Counter(uapi.CtrDuplicates), b.r.Counter(uapi.CtrOutOfOrder); dup+ooo != 0 {
+		t.Fatalf("duplicates %d out-of-order %d across the wrap", dup, ooo)
+	}
+}
