@@ -13,10 +13,13 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
+	"golang.org/x/sys/unix"
 )
 
 // Errors callers test with errors.Is.
@@ -49,23 +52,31 @@ const (
 	sleepMs   = 10
 	staleNs   = 2_000_000_000 // ALIVE older than this while we wait: the device is gone
 	yieldMod  = 16
+	// osYieldEvery: every this many goroutine yields, also yield the core to
+	// the OS scheduler, so a device engine in another process (the daemon)
+	// is not starved by our spinning on a machine with fewer cores than pollers.
+	osYieldEvery = 4
 )
+
+// osYield can be turned off (DIMMNET_OS_YIELD=0) to measure its effect.
+var osYield = os.Getenv("DIMMNET_OS_YIELD") != "0"
 
 // Driver drives one device.
 type Driver struct {
-	t        Transport
-	r        uapi.Region
-	g        uapi.Geometry
-	lm       []byte
-	node     uint16
-	proc     uint32
-	cmdTail  uint64
-	cmdHead  uint64 // cached; reloaded only when the queue looks full
-	statHead uint64 // statuses consumed
-	statPub  uint64 // head last published to the device
-	amtatSeq uint64
-	avgWait  int64   // ns, running average of WaitTail waits
-	rings    []*Ring // for Flush
+	t         Transport
+	r         uapi.Region
+	g         uapi.Geometry
+	lm        []byte
+	node      uint16
+	proc      uint32
+	cmdTail   uint64
+	cmdHead   uint64 // cached; reloaded only when the queue looks full
+	statHead  uint64 // statuses consumed
+	statPub   uint64 // head last published to the device
+	amtatSeq  uint64
+	avgWait   int64   // ns, running average of WaitTail waits
+	rings     []*Ring // for Flush
+	spinFixed int64   // >= 0: SetSpin's fixed budget
 }
 
 // Open attaches to the device behind t after checking its identity, ABI
@@ -94,6 +105,10 @@ func Open(t Transport) (*Driver, error) {
 	d.statHead = r.Load64(uapi.RegStatqHead)
 	d.statPub = d.statHead
 	d.amtatSeq = r.Load64(uapi.RegAMTATCtrl) >> 8
+	d.spinFixed = -1
+	if v, err := strconv.ParseInt(os.Getenv("DIMMNET_SPIN_NS"), 10, 64); err == nil {
+		d.spinFixed = v
+	}
 	return d, nil
 }
 
@@ -262,6 +277,9 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 			continue
 		}
 		runtime.Gosched()
+		if i%(yieldMod*osYieldEvery) == 0 && osYield {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // let another process (the device's) have this core
+		}
 		now := monotime.Now()
 		if now-start < d.spinBudget() {
 			continue
@@ -278,7 +296,12 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 // spinBudget is how long WaitTail spins before sleeping: twice the recent
 // wait, within [spinNs, maxSpinNs]. A reply that comes within the spin is
 // seen at once; sleeping costs a wake-up through the scheduler, tens of µs.
-func (d *Driver) spinBudget() int64 { return min(max(2*d.avgWait, spinNs), maxSpinNs) }
+func (d *Driver) spinBudget() int64 {
+	if d.spinFixed >= 0 {
+		return d.spinFixed
+	}
+	return min(max(2*d.avgWait, spinNs), maxSpinNs)
+}
 
 // learnWait folds one observed wait into the running average.
 func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }

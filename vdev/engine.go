@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
@@ -162,7 +164,8 @@ func (e *Engine) run() {
 			continue
 		}
 		if yieldEngine {
-			runtime.Gosched() // share the core with drivers polling on it
+			runtime.Gosched()                           // share the core with drivers polling on it
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // and with driver processes
 		}
 		t := monotime.Now()
 		if t-lastAlive > aliveNs {

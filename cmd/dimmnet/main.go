@@ -18,6 +18,10 @@ commands:
   serve      the backend daemon: devices in /dev/shm behind QEMU ivshmem
              server sockets (dimmnet serve --dir DIR --nodes N)
 
+  fs         mount a live /dev-like view of every device a daemon serves
+             (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
+  stat       print a device's registers and counters (dimmnet stat [-w] SOCK)
+
 run "dimmnet <command> -h" for a command's flags.
 `
 
@@ -32,6 +36,10 @@ func main() {
 		err = pingpongCmd(os.Args[2:])
 	case "serve":
 		err = serveCmd(os.Args[2:])
+	case "fs":
+		err = fsCmd(os.Args[2:])
+	case "stat":
+		err = statCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

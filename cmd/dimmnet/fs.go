@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/regfs"
+)
+
+// attachAll attaches to every DIR/node<K>.sock a daemon serves.
+func attachAll(dir string) ([]string, []driver.Transport, error) {
+	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(socks) == 0 {
+		return nil, nil, fmt.Errorf("no node*.sock in %s: is dimmnet serve --dir %s running?", dir, dir)
+	}
+	sort.Slice(socks, func(i, j int) bool { return nodeNum(socks[i]) < nodeNum(socks[j]) })
+	var names []string
+	var ts []driver.Transport
+	for _, s := range socks {
+		t, err := driver.Dial(s)
+		if err != nil {
+			for _, o := range ts {
+				o.Close()
+			}
+			return nil, nil, err
+		}
+		names = append(names, strings.TrimSuffix(filepath.Base(s), ".sock"))
+		ts = append(ts, t)
+	}
+	return names, ts, nil
+}
+
+func nodeNum(sock string) int {
+	var n int
+	fmt.Sscanf(strings.TrimPrefix(filepath.Base(sock), "node"), "%d", &n)
+	return n
+}
+
+// fsCmd mounts the live register view of every device a daemon hosts.
+func fsCmd(args []string) error {
+	fs := flag.NewFlagSet("fs", flag.ContinueOnError)
+	dir := fs.String("dir", "", "the daemon's directory (dimmnet serve --dir)")
+	rw := fs.Bool("rw", false, "allow writes to RW registers and link memory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || fs.NArg() != 1 {
+		return errors.New("usage: dimmnet fs --dir DIR [--rw] MOUNTPOINT")
+	}
+	mnt := fs.Arg(0)
+	names, ts, err := attachAll(*dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, t := range ts {
+			t.Close()
+		}
+	}()
+	var devs []regfs.Device
+	for i, t := range ts {
+		devs = append(devs, regfs.Device{Name: names[i], Region: t.Region()})
+	}
+	srv, err := regfs.Mount(mnt, devs, regfs.Options{Writable: *rw})
+	if err != nil {
+		return fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	fmt.Printf("mounted %d devices on %s (%s); Ctrl-C unmounts\n", len(devs), mnt, map[bool]string{true: "read-write", false: "read-only"}[*rw])
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-ctx.Done():
+	case <-done: // unmounted from outside (umount)
+		return nil
+	}
+	for i := 0; ; i++ {
+		err := srv.Unmount()
+		if err == nil {
+			return nil
+		}
+		if i == 20 {
+			return fmt.Errorf("unmount %s: %w (a file is still open?)", mnt, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// statCmd prints one device's registers and counters (every second with -w).
+func statCmd(args []string) error {
+	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
+	watch := fs.Bool("w", false, "print again every second until interrupted")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: dimmnet stat [-w] SOCKET")
+	}
+	sock := fs.Arg(0)
+	t, err := driver.Dial(sock)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	name := strings.TrimSuffix(filepath.Base(sock), ".sock")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	for {
+		if err := regfs.WriteStat(os.Stdout, name, t.Region()); err != nil {
+			return err
+		}
+		if !*watch {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+			fmt.Println()
+		}
+	}
+}
