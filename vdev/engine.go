@@ -27,6 +27,8 @@ const (
 // goroutine: with fewer cores than pollers, one poller per process is what
 // keeps the drivers' cores free (docs/design.md).
 type Engine struct {
+	osYield atomic.Bool
+
 	devs     []*Device
 	wakeCh   chan struct{}
 	sleeping atomic.Bool
@@ -52,6 +54,11 @@ func (e *Engine) notify() {
 		e.kick()
 	}
 }
+
+// SetOSYield makes the idle engine yield its core to the OS scheduler now
+// and then: set it when drivers run in other processes (the daemon), so a
+// spinning engine does not starve them on a machine with few cores.
+func (e *Engine) SetOSYield(on bool) { e.osYield.Store(on) }
 
 // Start runs the engine on its own goroutine.
 func (e *Engine) Start() { go e.run() }
@@ -164,8 +171,10 @@ func (e *Engine) run() {
 			continue
 		}
 		if yieldEngine {
-			runtime.Gosched()                           // share the core with drivers polling on it
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // and with driver processes
+			runtime.Gosched() // share the core with drivers polling on it
+		}
+		if e.osYield.Load() {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // and with drivers in other processes
 		}
 		t := monotime.Now()
 		if t-lastAlive > aliveNs {

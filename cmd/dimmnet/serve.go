@@ -66,6 +66,7 @@ func serveCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	local.Engine.SetOSYield(true) // the drivers are other processes
 	var servers []*ivshmem.Server
 	shutdown := func() {
 		for _, d := range local.Devices {
