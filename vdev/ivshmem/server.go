@@ -296,6 +296,13 @@ func (s *Server) drop(c *client) {
 	if s.clients[c.id] != c {
 		return
 	}
+	s.remove(c)
+	s.tellLeft(c.id)
+}
+
+// remove forgets a client: the device stops signalling its eventfds (OnLeave
+// returns only then), and they and its connection are closed. s.mu is held.
+func (s *Server) remove(c *client) {
 	delete(s.clients, c.id)
 	if s.cfg.OnLeave != nil {
 		s.cfg.OnLeave(c.id, c.ints())
@@ -304,7 +311,6 @@ func (s *Server) drop(c *client) {
 	for _, f := range c.fds {
 		f.Close()
 	}
-	s.tellLeft(c.id)
 }
 
 // tellLeft sends every remaining client the departed id with no fd.
@@ -340,14 +346,7 @@ func (s *Server) Shutdown() {
 	cs := s.sorted()
 	for _, c := range cs {
 		send(c.conn, 0, -1)
-		delete(s.clients, c.id)
-		if s.cfg.OnLeave != nil {
-			s.cfg.OnLeave(c.id, c.ints())
-		}
-		c.conn.Close()
-		for _, f := range c.fds {
-			f.Close()
-		}
+		s.remove(c)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
