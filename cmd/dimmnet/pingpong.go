@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -187,6 +188,7 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, pl []step, progress 
 	iters := fs.Lookup("iters").Value.String()
 	cmd := exec.Command(exe, "pingpong", "--responder", sockB, "--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // the responder dies with us
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
