@@ -107,16 +107,23 @@ func statCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: dimmnet stat [-w] SOCKET")
+	if fs.NArg() > 1 {
+		return errors.New("usage: dimmnet stat [-w] [SOCKET] (no socket: the device on this guest's PCI bus)")
 	}
-	sock := fs.Arg(0)
-	t, err := driver.Dial(sock)
+	var t driver.Transport
+	var err error
+	name := "pci"
+	if fs.NArg() == 1 {
+		sock := fs.Arg(0)
+		t, err = driver.Dial(sock)
+		name = strings.TrimSuffix(filepath.Base(sock), ".sock")
+	} else {
+		t, err = driver.AttachPCI("")
+	}
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	name := strings.TrimSuffix(filepath.Base(sock), ".sock")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	for {

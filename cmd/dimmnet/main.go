@@ -20,12 +20,17 @@ commands:
 
   fs         mount a live /dev-like view of every device a daemon serves
              (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] SOCK)
+  stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
+             no SOCK inside a lab guest: the PCI device)
+  lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
 
 run "dimmnet <command> -h" for a command's flags.
 `
 
 func main() {
+	if os.Getpid() == 1 { // /init of a lab guest
+		guestInit()
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

@@ -83,7 +83,14 @@ type Side struct {
 	buf  []byte
 	// bytes received since the ring was last freed (linkmem condition)
 	unreleased uint64
+	// Verify checks every payload copied out (hostcopy) against the peer's
+	// source pattern; Verified counts the messages that matched.
+	Verify   bool
+	Verified int
 }
+
+// ErrCorrupt reports a payload that arrived different from what was sent.
+var ErrCorrupt = errors.New("pingpong: payload differs from what the peer sent")
 
 // Setup prepares both sides for messages up to maxSize (see SetupSide).
 func Setup(a, b *Side, maxSize int) error {
@@ -176,6 +183,14 @@ func (s *Side) recv(mode, cond string, n int, st *Stamps) error {
 		return fmt.Errorf("node %d: expected a %d-byte %s status, got %v", s.D.Node(), n, want, status)
 	}
 	s.D.CopyOut(s.buf[:n], status.Addr)
+	if s.Verify {
+		for i, c := range s.buf[:n] {
+			if c != byte(i)^byte(s.Peer) { // SetupSide's pattern on the peer
+				return fmt.Errorf("node %d: byte %d of a %d-byte %s from node %d: %w", s.D.Node(), i, n, mode, s.Peer, ErrCorrupt)
+			}
+		}
+		s.Verified++
+	}
 	if st != nil {
 		st.Copied = monotime.Now()
 	}

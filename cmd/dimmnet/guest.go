@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"golang.org/x/sys/unix"
+)
+
+// Console protocol between a guest and `dimmnet lab`: one line each, so the
+// host can parse a serial log that the kernel may interleave with its own.
+const (
+	markBooted   = "DIMMNET-BOOTED"   // seconds since the kernel started
+	markResult   = "DIMMNET-RESULT"   // one JSON pingpong.Result
+	markVerified = "DIMMNET-VERIFIED" // payloads checked byte for byte
+	markDone     = "DIMMNET-DONE"     // "ok" or "error: ..."
+)
+
+// Raw region layout (the lab's ivshmem-plain device both guests map): one
+// 64-bit word per cache line pair.
+const (
+	rawPing  = 0
+	rawPong  = 128
+	rawReady = 256 // the responder is set up
+)
+
+// guestInit is /init in a lab guest: mount what the driver needs, run what
+// the kernel command line asks (dimmnet.run=pingpong|shell), report on the
+// console, power off.
+func guestInit() {
+	err := guestMain()
+	if err != nil {
+		fmt.Printf("%s error: %v\n", markDone, err)
+	} else {
+		fmt.Printf("%s ok\n", markDone)
+	}
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+func guestMain() error {
+	for _, m := range []struct{ src, dst, fs string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"}, {"tmpfs", "/tmp", "tmpfs"},
+	} {
+		os.MkdirAll(m.dst, 0o755)
+		if err := unix.Mount(m.src, m.dst, m.fs, 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount %s on %s: %w (the kernel needs CONFIG_%s)", m.fs, m.dst, err, strings.ToUpper(m.fs))
+		}
+	}
+	if up, err := os.ReadFile("/proc/uptime"); err == nil {
+		fmt.Printf("%s %s\n", markBooted, strings.Fields(string(up))[0])
+	}
+	if _, err := os.Stat(driver.PCISysfs); err != nil {
+		return fmt.Errorf("no %s: the kernel needs CONFIG_PCI and CONFIG_SYSFS", driver.PCISysfs)
+	}
+	args := kernelArgs()
+	switch args["dimmnet.run"] {
+	case "shell":
+		sh := exec.Command("/bin/sh")
+		sh.Stdin, sh.Stdout, sh.Stderr = os.Stdin, os.Stdout, os.Stderr
+		sh.Env = append(os.Environ(), "PATH=/bin:/sbin", "PS1=dimmnet-guest# ")
+		fmt.Println("dimmnet guest shell: try `dimmnet stat` (the PCI device), `ls /sys/bus/pci/devices`; exit powers off")
+		if err := sh.Run(); err != nil {
+			return fmt.Errorf("shell: %w (is busybox in the initramfs?)", err)
+		}
+		return nil
+	case "pingpong":
+		return guestPingPong(args)
+	case "":
+		return errors.New("nothing to run: the kernel command line has no dimmnet.run=")
+	}
+	return fmt.Errorf("unknown dimmnet.run=%q", args["dimmnet.run"])
+}
+
+func kernelArgs() map[string]string {
+	b, _ := os.ReadFile("/proc/cmdline")
+	m := map[string]string{}
+	for _, f := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// guestPingPong runs one side of the lab's ping-pong: the raw baseline
+// through the plain shared region, then the device's plan.
+func guestPingPong(args map[string]string) error {
+	maxSize, _ := strconv.Atoi(args["dimmnet.max"])
+	iters, _ := strconv.Atoi(args["dimmnet.iters"])
+	rawIters, _ := strconv.Atoi(args["dimmnet.rawiters"])
+	peer, err := strconv.Atoi(args["dimmnet.peer"])
+	if err != nil || maxSize < 8 {
+		return fmt.Errorf("bad dimmnet.peer/max on the command line: %q %q", args["dimmnet.peer"], args["dimmnet.max"])
+	}
+	initiator := args["dimmnet.role"] == "initiator"
+	plain, err := driver.FindPlainPCI()
+	if err != nil || len(plain) == 0 {
+		return fmt.Errorf("no plain ivshmem device for the raw baseline: %v", err)
+	}
+	raw, err := driver.MapPCIRegion(plain[0])
+	if err != nil {
+		return err
+	}
+	t, err := driver.AttachPCI("")
+	if err != nil {
+		return err
+	}
+	d, err := driver.Open(t)
+	if err != nil {
+		return err
+	}
+	pos, _ := driver.IVPosition(t)
+	fmt.Printf("guest: node %d, ivshmem peer %d, %s\n", d.Node(), pos, args["dimmnet.role"])
+	side := &pingpong.Side{D: d, Peer: uint16(peer), Verify: true}
+	if err := pingpong.SetupSide(side, maxSize); err != nil {
+		return err
+	}
+	word := func(off int) *uint64 { return (*uint64)(unsafe.Pointer(&raw[off])) }
+	if !initiator {
+		atomic.StoreUint64(word(rawReady), 1)
+	} else if err := spinFor(word(rawReady), 1, 60*time.Second); err != nil {
+		return fmt.Errorf("the responder never got ready: %w", err)
+	}
+	// The raw floor: a word bounced through memory both guests map.
+	start := monotime.Now()
+	for i := uint64(1); i <= uint64(rawIters); i++ {
+		if initiator {
+			atomic.StoreUint64(word(rawPing), i)
+			if err := spinFor(word(rawPong), i, 10*time.Second); err != nil {
+				return err
+			}
+		} else {
+			if err := spinFor(word(rawPing), i, 10*time.Second); err != nil {
+				return err
+			}
+			atomic.StoreUint64(word(rawPong), i)
+		}
+	}
+	if initiator && rawIters > 0 {
+		half := float64(monotime.Now()-start) / float64(rawIters) / 2 / 1e3
+		emit(pingpong.Result{Mode: "raw", Condition: "word", Size: 8, RTTHalfUs: half, RTTHalfP50Us: half, MBps: 8 / half, Iters: rawIters, Path: "vm"})
+	}
+	for _, st := range newPlan(maxSize, iters) {
+		if initiator {
+			r, err := pingpong.Initiate(side, st.mode, st.cond, st.size, st.warm, st.iters)
+			if err != nil {
+				return err
+			}
+			r.Path = "vm"
+			emit(r)
+		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.warm+st.iters); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%s %d\n", markVerified, side.Verified)
+	return nil
+}
+
+func emit(r pingpong.Result) {
+	b, _ := json.Marshal(r)
+	fmt.Printf("%s %s\n", markResult, b)
+}
+
+// spinFor waits until *p == v, yielding now and then.
+func spinFor(p *uint64, v uint64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for i := 0; atomic.LoadUint64(p) != v; i++ {
+		if i%1024 == 1023 {
+			runtime.Gosched()
+			if time.Now().After(deadline) {
+				return fmt.Errorf("timed out waiting for word %d (is %d)", v, atomic.LoadUint64(p))
+			}
+		}
+	}
+	return nil
+}
