@@ -162,7 +162,8 @@ func (t *pciTransport) Region() []byte { return t.mem }
 // Kick stores 0<<16 | vector 0 into the Doorbell register: QEMU writes the
 // eventfd of peer 0, the device's doorbell.
 func (t *pciTransport) Kick() error {
-	atomic.StoreUint32(t.reg32(ivDoorbell), 0<<16|0)
+	const peer, vector = 0, 0
+	atomic.StoreUint32(t.reg32(ivDoorbell), uint32(peer)<<16|uint32(vector))
 	return nil
 }
 
