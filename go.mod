@@ -7,10 +7,17 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require github.com/hanwen/go-fuse/v2 v2.12.1
+require (
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/hugelgupf/vmtest v0.0.0-20240307030256-5d9f3d34a58d
+	github.com/u-root/mkuimage v0.0.0-20250701161901-6a9871f2e64f
+)
 
 require (
+	github.com/Netflix/go-expect v0.0.0-20220104043353-73e0943537d2 // indirect
+	github.com/creack/pty v1.1.21 // indirect
+	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.14 // indirect
-	github.com/u-root/mkuimage v0.0.0-20250701161901-6a9871f2e64f // indirect
 	github.com/u-root/uio v0.0.0-20240209044354-b3d14b93376a // indirect
+	golang.org/x/sync v0.10.0 // indirect
 )

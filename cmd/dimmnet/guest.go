@@ -106,6 +106,9 @@ func guestPingPong(args map[string]string) error {
 		return fmt.Errorf("bad dimmnet.peer/max on the command line: %q %q", args["dimmnet.peer"], args["dimmnet.max"])
 	}
 	initiator := args["dimmnet.role"] == "initiator"
+	if args["dimmnet.spin"] == "1" {
+		os.Setenv("DIMMNET_GUEST_SPIN", "1")
+	}
 	plain, err := driver.FindPlainPCI()
 	if err != nil || len(plain) == 0 {
 		return fmt.Errorf("no plain ivshmem device for the raw baseline: %v", err)

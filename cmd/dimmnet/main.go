@@ -45,6 +45,8 @@ func main() {
 		err = fsCmd(os.Args[2:])
 	case "stat":
 		err = statCmd(os.Args[2:])
+	case "lab":
+		err = labCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/qemu/initramfs"
+	"github.com/dimmnet/dimmnet/qemu/kernel"
+	vmqemu "github.com/hugelgupf/vmtest/qemu"
+)
+
+// labCmd is the host side of the guest lab: a daemon with two linked
+// devices, two TCG guests each with one of them (ivshmem-doorbell) and one
+// plain shared region for the raw baseline, the ping-pong between them.
+func labCmd(args []string) error {
+	if len(args) == 0 || (args[0] != "pingpong" && args[0] != "shell") {
+		return errors.New("usage: dimmnet lab pingpong|shell [flags]")
+	}
+	what := args[0]
+	fs := flag.NewFlagSet("lab "+what, flag.ContinueOnError)
+	dir := fs.String("dir", "", "keep sockets, initramfs and guest console logs here (default: a temporary directory, removed)")
+	kpath := fs.String("kernel", "", "boot this kernel instead of Debian's cloud kernel")
+	maxSize := fs.Int("max", 64<<10, "largest message size")
+	iters := fs.Int("iters", 200, "round trips per size (TCG is slow)")
+	rawIters := fs.Int("rawiters", 2000, "round trips of the raw baseline")
+	asJSON := fs.Bool("json", false, "print the results as JSON records")
+	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
+	mem := fs.Int("mem", 128, "guest memory in MiB")
+	spin := fs.Bool("spin", false, "guests poll without ever sleeping (faster when cores are plentiful)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	qemuBin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return errors.New("qemu-system-x86_64 not found: install Debian's qemu-system-x86")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "lab: "+format+"\n", a...) }
+
+	workDir := *dir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp("", "dimmnet-lab"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(workDir)
+	} else if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return err
+	}
+	workDir, _ = filepath.Abs(workDir)
+
+	k, err := labKernel(*kpath, progress)
+	if err != nil {
+		return err
+	}
+	initrd := filepath.Join(workDir, "initramfs.cpio.gz")
+	if err := labInitramfs(initrd, workDir, progress); err != nil {
+		return err
+	}
+
+	// The daemon: this program, as a child that dies with us.
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	sockDir := filepath.Join(workDir, "sock")
+	daemon := exec.Command(self, "serve", "--dir", sockDir, "--nodes", "2")
+	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dlog, err := os.Create(filepath.Join(workDir, "daemon.log"))
+	if err != nil {
+		return err
+	}
+	defer dlog.Close()
+	daemon.Stderr = dlog
+	dout, err := daemon.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := daemon.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer func() {
+		daemon.Process.Signal(syscall.SIGTERM)
+		daemon.Wait()
+	}()
+	sc := bufio.NewScanner(dout)
+	for i := 0; i < 2; i++ {
+		if !sc.Scan() {
+			return fmt.Errorf("daemon did not get ready (see %s)", dlog.Name())
+		}
+		progress("%s", sc.Text())
+	}
+	go io.Copy(io.Discard, dout)
+
+	// The raw baseline's region: one file both guests map as ivshmem-plain.
+	rawPath := fmt.Sprintf("/dev/shm/dimmnet-lab-%d-raw", os.Getpid())
+	if err := os.WriteFile(rawPath, make([]byte, 1<<20), 0o600); err != nil {
+		return fmt.Errorf("create raw region: %w", err)
+	}
+	defer os.Remove(rawPath)
+
+	common := fmt.Sprintf("console=ttyS0 quiet panic=-1 dimmnet.max=%d dimmnet.iters=%d dimmnet.rawiters=%d", *maxSize, *iters, *rawIters)
+	if *spin {
+		common += " dimmnet.spin=1"
+	}
+	guestArgs := func(i int) []string {
+		return []string{
+			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", filepath.Join(sockDir, fmt.Sprintf("node%d.sock", i))),
+			"-device", "ivshmem-doorbell,chardev=dn,vectors=1",
+			"-object", "memory-backend-file,id=raw,share=on,mem-path=" + rawPath + ",size=1M",
+			"-device", "ivshmem-plain,memdev=raw",
+		}
+	}
+	qcmd := fmt.Sprintf("%s -machine q35,accel=tcg -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, *mem)
+	if what == "shell" {
+		return labShell(ctx, qcmd, k.Path, initrd, common, guestArgs, workDir, progress)
+	}
+
+	type guest struct {
+		vm      *vmqemu.VM
+		log     *os.File
+		mu      sync.Mutex
+		results []pingpong.Result
+		done    string
+		booted  string
+		ver     int
+	}
+	guests := make([]*guest, 2)
+	start := time.Now()
+	for i := range guests {
+		g := &guest{}
+		guests[i] = g
+		if g.log, err = os.Create(filepath.Join(workDir, fmt.Sprintf("guest%d.log", i))); err != nil {
+			return err
+		}
+		role := map[int]string{0: "initiator", 1: "responder"}[i]
+		i := i
+		line := func(l string) {
+			l = strings.TrimRight(l, "\r\n")
+			if i := strings.Index(l, "DIMMNET-"); i > 0 {
+				l = l[i:] // after the console's escape sequences
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			switch {
+			case strings.HasPrefix(l, markBooted+" "):
+				g.booted = strings.TrimPrefix(l, markBooted+" ")
+				progress("guest %d booted to /init in %s s of guest time (%.1f s wall)", i, g.booted, time.Since(start).Seconds())
+			case strings.HasPrefix(l, markResult+" "):
+				var r pingpong.Result
+				if json.Unmarshal([]byte(strings.TrimPrefix(l, markResult+" ")), &r) == nil {
+					g.results = append(g.results, r)
+					progress("guest %d: %s %s %s: RTT/2 %.2f µs", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs)
+				}
+			case strings.HasPrefix(l, markVerified+" "):
+				g.ver, _ = strconv.Atoi(strings.TrimPrefix(l, markVerified+" "))
+			case strings.HasPrefix(l, markDone+" "):
+				g.done = strings.TrimPrefix(l, markDone+" ")
+			}
+		}
+		g.vm, err = vmqemu.StartContext(ctx, vmqemu.ArchAMD64,
+			vmqemu.WithQEMUCommand(qcmd),
+			vmqemu.WithKernel(k.Path),
+			vmqemu.WithInitramfs(initrd),
+			vmqemu.WithAppendKernel(common, fmt.Sprintf("dimmnet.run=pingpong dimmnet.role=%s dimmnet.peer=%d", role, 1-i)),
+			vmqemu.WithQEMUArgs(guestArgs(i)...),
+			vmqemu.WithSerialOutput(g.log),
+			vmqemu.LogSerialByLine(line),
+		)
+		if err != nil {
+			for _, o := range guests[:i] {
+				o.vm.Kill()
+				o.vm.Wait()
+			}
+			return fmt.Errorf("start guest %d: %w", i, err)
+		}
+		progress("guest %d booting (%s), console log %s", i, role, g.log.Name())
+	}
+	var werr []error
+	for i, g := range guests {
+		if err := g.vm.Wait(); err != nil && ctx.Err() == nil {
+			werr = append(werr, fmt.Errorf("guest %d: %w", i, err))
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("lab stopped: %w (logs in %s)", ctx.Err(), workDir)
+	}
+	for i, g := range guests {
+		if g.done != "ok" {
+			return fmt.Errorf("guest %d did not finish: %q (console log %s)", i, g.done, g.log.Name())
+		}
+	}
+	if err := errors.Join(werr...); err != nil {
+		return err
+	}
+	res := guests[0].results
+	want := len(newPlan(*maxSize, *iters)) + 1
+	if len(res) != want {
+		return fmt.Errorf("guest 0 reported %d results, want %d (console log %s)", len(res), want, guests[0].log.Name())
+	}
+	progress("both guests powered off after %.1f s; payloads verified byte for byte: %d by guest 0, %d by guest 1",
+		time.Since(start).Seconds(), guests[0].ver, guests[1].ver)
+	if *asJSON {
+		return writeJSON(os.Stdout, res)
+	}
+	raw := res[0]
+	printTable(os.Stdout, "two QEMU guests (TCG), each with a dimmnet device of one daemon", res[1:])
+	fmt.Printf("\nraw baseline between the guests (a word through one shared ivshmem-plain region): RTT/2 %.2f µs\n", raw.RTTHalfUs)
+	for _, r := range res[1:] {
+		if r.Size == 8 && r.Condition == pingpong.CondLinkMem {
+			fmt.Printf("  %-5s 8 B linkmem: RTT/2 %.2f µs = %.1fx raw\n", r.Mode, r.RTTHalfUs, r.RTTHalfUs/raw.RTTHalfUs)
+		}
+	}
+	fmt.Printf("boot to /init: %s s and %s s of guest time; logs in %s\n", guests[0].booted, guests[1].booted, workDir)
+	return nil
+}
+
+// labKernel is the user's kernel or Debian's cloud kernel from the cache,
+// checked for what the guest needs.
+func labKernel(path string, progress func(string, ...any)) (kernel.Kernel, error) {
+	var k kernel.Kernel
+	var err error
+	if path != "" {
+		k, err = kernel.FromFile(path)
+	} else {
+		cache, cerr := os.UserCacheDir()
+		if cerr != nil {
+			cache = os.TempDir()
+		}
+		k, err = kernel.Fetch(filepath.Join(cache, "dimmnet", "kernel"), func(s string) { progress("%s", s) })
+	}
+	if err != nil {
+		return k, err
+	}
+	if err := k.Check(); err != nil {
+		return k, fmt.Errorf("kernel %s: %w", k.Path, err)
+	}
+	progress("kernel %s", k.Path)
+	return k, nil
+}
+
+// labInitramfs builds the guests' initramfs: this project's dimmnet, built
+// static, as /init (and bin/dimmnet), plus a static busybox when the host
+// has one (for lab shell).
+func labInitramfs(out, workDir string, progress func(string, ...any)) error {
+	bin := filepath.Join(workDir, "dimmnet-static")
+	self, _ := os.Executable()
+	if initramfs.IsStatic(self) {
+		bin = self
+	} else {
+		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+		if err != nil {
+			return fmt.Errorf("this dimmnet is not static and no module to rebuild it from (run the lab from the source tree, or build with CGO_ENABLED=0): %w", err)
+		}
+		progress("building a static dimmnet for the guests")
+		if err := initramfs.GoBuildStatic(filepath.Join(strings.TrimSpace(string(root)), "cmd", "dimmnet"), bin); err != nil {
+			return err
+		}
+	}
+	bb := initramfs.FindBusybox()
+	if bb == "" {
+		progress("no static busybox on this host (Debian: busybox-static): guests get no shell")
+	}
+	return initramfs.Build(out, initramfs.Spec{Init: bin, Files: map[string]string{"bin/dimmnet": bin}, Busybox: bb})
+}
+
+// labShell boots the two guests, guest 0 with a shell on this terminal and
+// guest 1 idle in the background, until the shell exits.
+func labShell(ctx context.Context, qcmd, kpath, initrd, common string, guestArgs func(int) []string, workDir string, progress func(string, ...any)) error {
+	q := strings.Fields(qcmd)
+	bg := exec.CommandContext(ctx, q[0], append(append(q[1:], "-kernel", kpath, "-initrd", initrd,
+		"-append", common+" dimmnet.run=shell"), guestArgs(1)...)...)
+	bgLog, err := os.Create(filepath.Join(workDir, "guest1.log"))
+	if err != nil {
+		return err
+	}
+	defer bgLog.Close()
+	bg.Stdout, bg.Stderr, bg.Stdin = bgLog, bgLog, nil
+	bg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := bg.Start(); err != nil {
+		return fmt.Errorf("start guest 1: %w", err)
+	}
+	defer func() { bg.Process.Kill(); bg.Wait() }()
+	fg := exec.CommandContext(ctx, q[0], append(append(q[1:], "-kernel", kpath, "-initrd", initrd,
+		"-append", common+" dimmnet.run=shell"), guestArgs(0)...)...)
+	fg.Stdin, fg.Stdout, fg.Stderr = os.Stdin, os.Stdout, os.Stderr
+	fg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	progress("booting guest 0 with a shell on this console (guest 1 logs to %s); `exit` powers off", bgLog.Name())
+	return fg.Run()
+}
