@@ -1,4 +1,6 @@
-// Package qemu will hold what guests need — kernel fetch, initramfs built
-// from this project's static binaries, guest init, VM launcher — for the
-// two-VM lab (issue "guest lab"). It is empty until that issue is built.
+// Package qemu gathers what the guest lab needs to boot QEMU guests with a
+// dimmnet device: qemu/kernel fetches and checks Debian's cloud kernel,
+// qemu/initramfs writes the initramfs from this project's static binaries.
+// The guest /init and the lab command live in cmd/dimmnet; guest attach is
+// driver.AttachPCI.
 package qemu

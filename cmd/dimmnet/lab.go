@@ -193,22 +193,36 @@ func labCmd(args []string) error {
 		}
 		progress("guest %d booting (%s), console log %s", i, role, g.log.Name())
 	}
-	var werr []error
+	// Whichever guest ends first: if it ended badly, stop the other at once.
+	exited := make(chan int, len(guests))
+	werr := make([]error, len(guests))
 	for i, g := range guests {
-		if err := g.vm.Wait(); err != nil && ctx.Err() == nil {
-			werr = append(werr, fmt.Errorf("guest %d: %w", i, err))
+		go func() { werr[i] = g.vm.Wait(); exited <- i }()
+	}
+	for range guests {
+		i := <-exited
+		g := guests[i]
+		g.mu.Lock()
+		done := g.done
+		g.mu.Unlock()
+		if werr[i] != nil || done != "ok" {
+			for _, o := range guests {
+				o.vm.Kill()
+			}
 		}
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("lab stopped: %w (logs in %s)", ctx.Err(), workDir)
 	}
+	for i, g := range guests { // a guest that died says more than its peer's timeout
+		if werr[i] != nil && g.done == "" {
+			return fmt.Errorf("guest %d died: %v (console log %s)", i, werr[i], g.log.Name())
+		}
+	}
 	for i, g := range guests {
 		if g.done != "ok" {
 			return fmt.Errorf("guest %d did not finish: %q (console log %s)", i, g.done, g.log.Name())
 		}
-	}
-	if err := errors.Join(werr...); err != nil {
-		return err
 	}
 	res := guests[0].results
 	want := len(newPlan(*maxSize, *iters)) + 1

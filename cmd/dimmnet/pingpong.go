@@ -117,8 +117,8 @@ func newPlan(maxSize, iters int) []step {
 	for _, size := range pingpong.Sizes(maxSize) {
 		for _, c := range combos {
 			warm, it := pingpong.Iters(size)
-			if iters > 0 {
-				it = iters
+			if iters > 0 { // a chosen count: warm up in proportion
+				it, warm = iters, max(iters/10, 2)
 			}
 			pl = append(pl, step{c[0], c[1], size, warm, it})
 		}

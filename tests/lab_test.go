@@ -1,0 +1,122 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/pingpong"
+)
+
+// The guest lab end to end: two TCG guests boot, ping-pong through their
+// devices, verify every copied payload byte for byte in both directions,
+// report complete results on their consoles, and leave nothing running.
+// Slow under TCG: it runs only with DIMMNET_VM_TESTS=1 (.ci/run sets it).
+func TestLabPingPong(t *testing.T) {
+	if os.Getenv("DIMMNET_VM_TESTS") != "1" {
+		t.Skip("VM test: set DIMMNET_VM_TESTS=1 (it boots two QEMU guests under TCG)")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Fatal("DIMMNET_VM_TESTS=1 but no qemu-system-x86_64")
+	}
+	dir := t.TempDir()
+	const iters = 20
+	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--json", "--max", "256", "--iters", strconv.Itoa(iters), "--rawiters", "500")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("lab: %v\n%s", err, stderr.String())
+	}
+	var recs []pingpong.Result
+	if err := json.Unmarshal(out, &recs); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	const sizes = 6 // 8 .. 256
+	if len(recs) != 1+sizes*4 {
+		t.Fatalf("%d records, want %d", len(recs), 1+sizes*4)
+	}
+	if recs[0].Mode != "raw" || recs[0].RTTHalfUs <= 0 {
+		t.Fatalf("raw baseline record %+v", recs[0])
+	}
+	for _, r := range recs[1:] {
+		if r.Path != "vm" || r.Iters != iters || r.RTTHalfUs <= 0 {
+			t.Fatalf("record %+v", r)
+		}
+	}
+	// Every hostcopy message was checked byte for byte by its receiver:
+	// per guest, sizes x (PUSH, IPUSH) x (warm-up max(iters/10, 2) + iters).
+	m := regexp.MustCompile(`verified byte for byte: (\d+) by guest 0, (\d+) by guest 1`).FindStringSubmatch(stderr.String())
+	want := strconv.Itoa(sizes * 2 * (max(iters/10, 2) + iters))
+	if m == nil || m[1] != want || m[2] != want {
+		t.Fatalf("verified counts %v, want %s each\n%s", m, want, stderr.String())
+	}
+	for _, g := range []string{"guest0.log", "guest1.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, g))
+		if err != nil || !strings.Contains(string(b), "DIMMNET-DONE ok") {
+			t.Fatalf("%s: %v\n%s", g, err, b)
+		}
+	}
+	// nothing left behind: no QEMU, no daemon, no raw region
+	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
+		t.Fatalf("processes left: %s", o)
+	}
+	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
+		t.Fatalf("raw regions left: %v", left)
+	}
+}
+
+// The lab refuses clearly, before starting anything, when QEMU is missing
+// or the kernel lacks what the guest needs.
+func TestLabRefusals(t *testing.T) {
+	bin := dimmnet(t)
+	cmd := exec.Command(bin, "lab", "pingpong", "--dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "PATH="+t.TempDir()) // no qemu on it
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "qemu-system-x86_64 not found") {
+		t.Fatalf("without QEMU: %v: %s", err, out)
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return
+	}
+	kdir := t.TempDir()
+	os.WriteFile(filepath.Join(kdir, "vmlinuz-9.9-test"), []byte("not a kernel"), 0o644)
+	os.WriteFile(filepath.Join(kdir, "config-9.9-test"), []byte("CONFIG_PCI=y\nCONFIG_SYSFS=m\n"), 0o644)
+	out, err := exec.Command(bin, "lab", "pingpong", "--dir", t.TempDir(), "--kernel", filepath.Join(kdir, "vmlinuz-9.9-test")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CONFIG_DEVTMPFS") || !strings.Contains(string(out), "CONFIG_SYSFS=m") {
+		t.Fatalf("kernel without what the guest needs: %v: %s", err, out)
+	}
+}
+
+// A guest killed mid-run: the lab says which and tears everything down.
+func TestLabGuestDies(t *testing.T) {
+	if os.Getenv("DIMMNET_VM_TESTS") != "1" {
+		t.Skip("VM test: set DIMMNET_VM_TESTS=1")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--max", "8", "--iters", "100000", "--timeout", "3m")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the guests to run", func() bool { return strings.Contains(stderr.String(), "raw word") })
+	exec.Command("pkill", "-KILL", "-f", filepath.Join(dir, "sock", "node1.sock")).Run()
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatalf("lab succeeded with a dead guest\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "guest 1") {
+		t.Fatalf("the lab did not name the dead guest\n%s", stderr.String())
+	}
+	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
+		t.Fatalf("processes left: %s", o)
+	}
+	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
+		t.Fatalf("raw regions left: %v", left)
+	}
+}
