@@ -110,9 +110,9 @@ func (o *overflow) finish(t *testing.T, end uint64) {
 }
 
 // TestRingFullHold: in hold mode a full ring raises exactly one RING_FULL
-// status, and everything behind it on the link — even a PUSH from the same
-// sender — waits until the receiver frees the ring; then all of it arrives
-// intact and in order.
+// status, and everything behind it from that peer — even a PUSH — waits
+// until the receiver frees the ring; then all of it arrives intact and in
+// order.
 func TestRingFullHold(t *testing.T) {
 	o := startOverflow(t, uapi.RingFullHold)
 	end := o.receiveFirst4(t)
@@ -144,8 +144,11 @@ func TestRingFullHold(t *testing.T) {
 	if n := o.b.Counter(uapi.CtrRingFullHolds); n != 1 {
 		t.Errorf("RINGFULL_HOLDS = %d after the stall, want 1", n)
 	}
-	if n := o.a.Counter(uapi.CtrRetransmits); n != 0 {
-		t.Errorf("RETRANSMITS = %d in hold mode", n)
+	// The hold is per peer: the sender's retransmissions of the held packet
+	// were answered with hold-flagged ACKs (so it never counted the receiver
+	// unreachable), and finish checked none of them was placed twice.
+	if n := o.b.Counter(uapi.CtrHolds); n != 1 {
+		t.Errorf("HOLDS = %d, want 1 (one stall)", n)
 	}
 }
 

@@ -44,6 +44,7 @@ type Config struct {
 	Window        int    // unacknowledged packets per peer; default 64
 	RingFullMode  int    // uapi.RingFullHold (default) or uapi.RingFullNACK
 	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
+	MaxTimeouts   int    // consecutive retransmission timeouts before a peer is unreachable; default 30
 	KeepRegion    bool   // leave the /dev/shm file behind on Close
 }
 
@@ -61,6 +62,7 @@ func (c *Config) defaults() {
 	def(&c.PageSize, 4096)
 	def(&c.Window, 64)
 	def(&c.Vectors, 1)
+	def(&c.MaxTimeouts, 30)
 }
 
 // ErrConfig reports a configuration the device cannot be built with.
@@ -105,7 +107,7 @@ type Device struct {
 
 	// receive engine
 	peers    map[uint16]*peer
-	held     []byte // frame kept by a hold-mode stall
+	holding  int    // peers with a held frame (hold mode)
 	heldRF   bool   // a ring-full stall was counted (hold mode)
 	rfOwed   bool   // its RING_FULL status still waits for status ring room
 	rfAMT    uint16 // the ring that status names

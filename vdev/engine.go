@@ -102,7 +102,7 @@ func (d *Device) step(now *int64) bool {
 // stalled reports work only a driver (consuming statuses or ring data) or
 // a busy link can unblock: the engine then sleeps briefly instead of for good.
 func (d *Device) stalled() bool {
-	return d.held != nil || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0 || d.owed > 0 || d.acksDue > 0
+	return d.holding > 0 || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0 || d.owed > 0 || d.acksDue > 0
 }
 
 // pending reports work visible without doing it (the re-check before sleep).
@@ -197,7 +197,7 @@ func (e *Engine) run() {
 		timeout := time.Duration(aliveNs)
 		work := false
 		for _, d := range e.devs {
-			if d.pending() || d.held == nil && d.portReady() {
+			if d.pending() || d.portReady() {
 				work = true
 			}
 			if d.stalled() {

@@ -38,17 +38,22 @@ const (
 	statusFull         // no room for the status: hold or NACK
 )
 
-// pollRx drains the port. It reports work done.
+// pollRx retries held frames, then drains the port. It reports work done.
 func (d *Device) pollRx() bool {
 	busy := false
-	if d.held != nil {
-		f := d.held
-		if !d.handle(f, true) {
-			return false
+	if d.holding > 0 {
+		for _, p := range d.peers {
+			if f := p.held; f != nil {
+				p.held = nil
+				d.holding--
+				if !d.handle(f, true) {
+					busy = true // placed (or refused): the stall is over
+				}
+			}
 		}
-		d.held = nil
-		d.heldRF, d.rfOwed = false, false // the stall is over, however it ended
-		busy = true
+		if d.holding == 0 {
+			d.heldRF, d.rfOwed = false, false // every stall is over, however it ended
+		}
 	}
 	for n := 0; n < 256; n++ {
 		f := d.port.Recv()
@@ -56,10 +61,7 @@ func (d *Device) pollRx() bool {
 			break
 		}
 		busy = true
-		if !d.handle(f, false) {
-			d.held = f
-			break
-		}
+		d.handle(f, false)
 	}
 	if busy {
 		d.flushAcks() // the receive queue drained: acknowledge what no data frame carried
@@ -67,7 +69,9 @@ func (d *Device) pollRx() bool {
 	return busy
 }
 
-// handle processes one frame; false means hold mode keeps it (retry later).
+// handle processes one frame. In hold mode a frame that cannot be placed
+// (ring or status ring full) is kept as its peer's held frame and handle
+// reports true; the link goes on carrying ACKs and other peers' frames.
 func (d *Device) handle(f []byte, retry bool) bool {
 	h, payload, err := d.parser.Parse(f)
 	if err != nil {
@@ -80,45 +84,56 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			d.count(uapi.CtrRxMalformed, 1)
 		}
 		d.port.Release(f)
-		return true
+		return false
 	}
 	if h.DstNode != d.node || h.SrcNode == d.node {
 		d.count(uapi.CtrRxMalformed, 1)
 		d.port.Release(f)
-		return true
+		return false
 	}
 	if d.trace && !retry && h.Type <= wire.TypeIPush {
 		d.stamp(uapi.TraceRx)
 	}
 	p := d.peerOf(h.SrcNode)
-	if h.Type == wire.TypeNack {
-		// A refusal NACK's piggybacked ACK covers the refused packet:
-		// record the reason first, or the ACK completes its command as
-		// if it had succeeded (and a refused PULL never completes).
-		d.onNack(p, h.Seq, h.Code)
-	}
-	if h.Flags&wire.FlagAckValid != 0 {
-		d.onAck(p, h.Ack)
-	}
-	switch h.Type {
-	case wire.TypeAck:
-		d.count(uapi.CtrAcksRx, 1)
-		d.port.Release(f)
-		return true
-	case wire.TypeNack:
-		d.port.Release(f)
-		return true
+	if !retry {
+		if h.Type == wire.TypeNack {
+			// A refusal NACK's piggybacked ACK covers the refused packet:
+			// record the reason first, or the ACK completes its command as
+			// if it had succeeded (and a refused PULL never completes).
+			d.onNack(p, h.Seq, h.Code)
+		}
+		if h.Flags&wire.FlagAckValid != 0 {
+			d.onAck(p, h.Ack)
+		}
+		switch h.Type {
+		case wire.TypeAck:
+			d.count(uapi.CtrAcksRx, 1)
+			if h.Flags&wire.FlagHold != 0 {
+				p.timeouts = 0 // the peer is there, only holding: not unreachable
+			}
+			d.port.Release(f)
+			return false
+		case wire.TypeNack:
+			d.port.Release(f)
+			return false
+		}
 	}
 	switch {
 	case h.Flags&wire.FlagSeq == 0 || int32(h.Seq-p.expect) > 0:
 		d.count(uapi.CtrOutOfOrder, 1) // dropped unacknowledged; the sender goes back
 		d.port.Release(f)
-		return true
+		return false
 	case int32(h.Seq-p.expect) < 0:
 		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with the cumulative ACK
 		p.ackDue = true
 		d.port.Release(f)
-		return true
+		return false
+	case p.held != nil && !retry:
+		// A retransmission of the frame we hold: say we hold it, so the
+		// sender keeps its packet and does not count us unreachable.
+		d.sendCtl(p, wire.TypeAck, h.Seq, 0, wire.FlagHold)
+		d.port.Release(f)
+		return false
 	}
 	var out outcome
 	var code uapi.Errno
@@ -140,7 +155,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	case refused:
 		p.expect++
 		p.gotAny = true
-		d.sendCtl(p, wire.TypeNack, h.Seq, uint16(code)) // consumes seq: the ACK field covers it
+		d.sendCtl(p, wire.TypeNack, h.Seq, uint16(code), 0) // consumes seq: the ACK field covers it
 	case ringFull, statusFull:
 		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 			if out == ringFull {
@@ -150,13 +165,21 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			// sender sends again only when NACKed (its backoff paces
 			// this), so staying silent after the first NACK would leave
 			// it waiting for ever once the ring has room again.
-			d.sendCtl(p, wire.TypeNack, h.Seq, 0)
+			d.sendCtl(p, wire.TypeNack, h.Seq, 0, 0)
 			break
 		}
-		return false // hold: keep the frame, stop receiving on this link
+		// Hold: keep the frame as this peer's; withhold its ACK, drop the
+		// peer's later data unacknowledged (it is out of order), and go on
+		// with ACKs and other peers' frames.
+		if !retry {
+			d.count(uapi.CtrHolds, 1)
+		}
+		p.held = f
+		d.holding++
+		return true
 	}
 	d.port.Release(f)
-	return true
+	return false
 }
 
 // window returns the exposed range of link memory for remote PUSH/PULL.

@@ -49,13 +49,15 @@ type respJob struct {
 // re-encoded from link memory if it must be sent again (the command has not
 // completed, so its buffer is still the sender's to keep stable).
 type txEntry struct {
-	seq  uint32
-	typ  wire.Type
-	j    *job
-	r    *respJob
-	off  uint32
-	n    uint32
-	last bool
+	seq    uint32
+	typ    wire.Type
+	sentAt int64 // last time on the link
+	resent bool  // sent more than once: its ACK says nothing of the path's round trip
+	j      *job
+	r      *respJob
+	off    uint32
+	n      uint32
+	last   bool
 }
 
 // peer is the per-destination reliability state.
@@ -66,11 +68,15 @@ type peer struct {
 	unacked  []txEntry
 	jobs     []*job // PUSH/IPUSH awaiting ACK, in sequence order
 	resp     []*respJob
-	resendAt int64 // >0: go back to the first unacked packet at this time
-	backoff  int64
+	deadline int64  // >0: retransmission timer (RTO, or a NACK's go-back)
+	resend   bool   // the deadline is a NACK's go-back, not a timeout
+	backoff  int64  // current retransmission interval
+	srtt     int64  // smoothed round trip of acknowledged packets, ns
+	timeouts int    // consecutive timeouts without progress
 	expect   uint32 // next sequence number to accept
 	gotAny   bool   // something was accepted, so Ack = expect-1 means something
 	owedCtl  []ctl  // NACKs the link could not take yet
+	held     []byte // hold mode: the frame this peer sent that we cannot place yet
 	ackDue   bool
 	pulls    map[uint32]*job
 }
@@ -84,7 +90,36 @@ func (d *Device) peerOf(node uint16) *peer {
 	return p
 }
 
-func (p *peer) windowFull(w int) bool { return len(p.unacked) >= w || p.resendAt != 0 }
+func (p *peer) windowFull(w int) bool { return len(p.unacked) >= w || p.resend }
+
+// rto is how long to wait for an ACK before sending again: the backoff,
+// but never below three smoothed round trips (a slow medium is not a lost
+// packet), and never above maxBackoff.
+func (p *peer) rto() int64 { return min(max(p.backoff, 3*p.srtt), maxBackoff) }
+
+// setDeadline arms p's retransmission timer; timers counts armed peers so
+// the engine looks at the clock only when one is armed.
+func (d *Device) setDeadline(p *peer, at int64, resend bool) {
+	if p.deadline == 0 {
+		d.timers++
+	}
+	p.deadline, p.resend = at, resend
+}
+
+func (d *Device) clearDeadline(p *peer) {
+	if p.deadline != 0 {
+		d.timers--
+	}
+	p.deadline, p.resend = 0, false
+}
+
+// sent records a packet just put on the link and arms the timer if idle.
+func (d *Device) sent(p *peer, e *txEntry) {
+	e.sentAt = monotime.Now()
+	if p.deadline == 0 {
+		d.setDeadline(p, e.sentAt+p.rto(), false)
+	}
+}
 
 // pollCommands consumes descriptors and advances sends. It reports work done.
 func (d *Device) pollCommands() bool {
@@ -300,6 +335,7 @@ func (d *Device) advance(j *job) bool {
 			return true
 		}
 		p.nextSeq++
+		d.sent(p, &e)
 		p.unacked = append(p.unacked, e)
 		j.off += max(n, 1)
 	}
@@ -383,19 +419,20 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
 
 // ctl is a control frame (NACK) the link could not take yet.
 type ctl struct {
-	typ  wire.Type
-	seq  uint32
-	code uint16
+	typ   wire.Type
+	seq   uint32
+	code  uint16
+	flags wire.Flags
 }
 
 // sendCtl sends a NACK now or keeps it to send on a later pass: a lost
 // refusal NACK would let the next cumulative ACK complete the refused
 // command as if it had succeeded.
-func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16) {
-	if len(p.owedCtl) == 0 && d.sendAck(p, typ, seq, code) == nil {
+func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) {
+	if len(p.owedCtl) == 0 && d.sendAck(p, typ, seq, code, flags) == nil {
 		return
 	}
-	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code})
+	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code, flags})
 	d.owed++
 }
 
@@ -405,7 +442,7 @@ func (d *Device) flushOwed() bool {
 	for _, p := range d.peers {
 		for len(p.owedCtl) > 0 {
 			c := p.owedCtl[0]
-			if d.sendAck(p, c.typ, c.seq, c.code) != nil {
+			if d.sendAck(p, c.typ, c.seq, c.code, c.flags) != nil {
 				return busy
 			}
 			p.owedCtl = p.owedCtl[1:]
@@ -417,8 +454,8 @@ func (d *Device) flushOwed() bool {
 }
 
 // sendAck sends a standalone ACK (or NACK with code) to p.
-func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16) error {
-	h := wire.Header{Version: wire.Version1, Type: typ, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
+func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) error {
+	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
 	if err := d.send(p, &h, nil); err != nil {
 		return err
 	}
@@ -434,16 +471,25 @@ func (d *Device) onAck(p *peer, ack uint32) {
 		return // old, or acknowledging what was never sent
 	}
 	p.acked = ack
+	now := monotime.Now()
 	i := 0
 	for i < len(p.unacked) && int32(p.unacked[i].seq-ack) <= 0 {
 		i++
 	}
-	p.unacked = p.unacked[:copy(p.unacked, p.unacked[i:])] // compact in place: no allocation per ACK
-	if p.resendAt != 0 {
-		d.timers--
-		p.resendAt = 0
+	if i > 0 && !p.unacked[i-1].resent { // Karn: only first transmissions time the path
+		if rtt := now - p.unacked[i-1].sentAt; p.srtt == 0 {
+			p.srtt = rtt
+		} else {
+			p.srtt += (rtt - p.srtt) / 8
+		}
 	}
-	p.backoff = minBackoff
+	p.unacked = p.unacked[:copy(p.unacked, p.unacked[i:])] // compact in place: no allocation per ACK
+	p.backoff, p.timeouts = minBackoff, 0
+	if len(p.unacked) > 0 {
+		d.setDeadline(p, now+p.rto(), false)
+	} else {
+		d.clearDeadline(p)
+	}
 	i = 0
 	for i < len(p.jobs) && int32(p.jobs[i].lastSeq-ack) <= 0 {
 		j := p.jobs[i]
@@ -495,32 +541,48 @@ func (d *Device) onNack(p *peer, seq uint32, code uint16) {
 		d.onAck(p, seq)
 		return
 	}
-	if int32(seq-p.acked) <= 0 || p.resendAt != 0 {
+	if int32(seq-p.acked) <= 0 || p.resend {
 		return
 	}
 	d.onAck(p, seq-1)
-	p.resendAt = monotime.Now() + p.backoff
+	d.setDeadline(p, monotime.Now()+p.backoff, true) // go back after the backoff; never counts as a timeout
 	p.backoff = min(p.backoff*2, maxBackoff)
-	d.timers++
 }
 
-// retransmit resends every unacknowledged packet of peers whose backoff ran out.
+// retransmit goes back to the first unacknowledged packet of every peer
+// whose timer ran out: after a NACK's backoff, or after a timeout (then the
+// interval doubles, and MaxTimeouts in a row without progress make the
+// peer unreachable: its commands fail with UNREACHABLE).
 func (d *Device) retransmit(now int64) bool {
 	busy := false
 	for _, p := range d.peers {
-		if p.resendAt == 0 || now < p.resendAt {
+		if p.deadline == 0 || now < p.deadline {
 			continue
 		}
+		if len(p.unacked) == 0 {
+			d.clearDeadline(p)
+			continue
+		}
+		if !p.resend {
+			d.count(uapi.CtrTimeouts, 1)
+			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
+				d.failPeer(p, nil, uapi.EUnreachable)
+				busy = true
+				continue
+			}
+			p.backoff = min(2*p.rto(), maxBackoff)
+		}
 		for i := range p.unacked {
-			if err := d.transmit(p, &p.unacked[i]); err != nil {
-				p.resendAt = now + minBackoff // link busy: try again shortly
+			e := &p.unacked[i]
+			if err := d.transmit(p, e); err != nil {
+				d.setDeadline(p, now+minBackoff, p.resend) // link busy: try again shortly
 				return busy
 			}
+			e.sentAt, e.resent = now, true
 			d.count(uapi.CtrRetransmits, 1)
 			busy = true
 		}
-		p.resendAt = 0
-		d.timers--
+		d.setDeadline(p, now+p.rto(), false)
 	}
 	return busy
 }
@@ -540,6 +602,7 @@ func (d *Device) serveResponses() bool {
 					return busy
 				}
 				p.nextSeq++
+				d.sent(p, &e)
 				p.unacked = append(p.unacked, e)
 				r.off += n
 				busy = true
@@ -556,7 +619,7 @@ func (d *Device) flushAcks() {
 	d.acksDue = 0
 	for _, p := range d.peers {
 		if p.ackDue && len(p.owedCtl) == 0 { // owed NACKs go first: they carry the same ACK
-			if d.sendAck(p, wire.TypeAck, 0, 0) != nil {
+			if d.sendAck(p, wire.TypeAck, 0, 0, 0) != nil {
 				d.acksDue++
 			}
 		}
@@ -593,8 +656,10 @@ func (d *Device) failPeer(p *peer, j *job, e uapi.Errno) {
 		d.inflight--
 		d.fail(&x.desc, x.idx, e)
 	}
-	if p.resendAt != 0 {
-		d.timers--
+	d.clearDeadline(p)
+	if p.held != nil {
+		d.port.Release(p.held)
+		d.holding--
 	}
 	d.respJobs -= len(p.resp)
 	d.owed -= len(p.owedCtl)
