@@ -42,6 +42,47 @@ type Result struct {
 	MBps         float64 `json:"mbps"`
 	Iters        int     `json:"iters"`
 	Path         string  `json:"path,omitempty"`
+	Link         string  `json:"link,omitempty"` // mem, udp, afpacket, tap
+	Recovery
+}
+
+// Recovery is what the devices did to make a lossy link reliable during one
+// measurement (the initiator's device, and the responder's when it is in
+// this process): the counters' movement.
+type Recovery struct {
+	Retransmits uint64 `json:"retransmits"`
+	Timeouts    uint64 `json:"timeouts"`
+	Duplicates  uint64 `json:"duplicates"`
+	OutOfOrder  uint64 `json:"out_of_order"`
+	NACKs       uint64 `json:"nacks"`
+	CRCFail     uint64 `json:"crc_fail"`
+}
+
+var recoveryCounters = [...]uapi.Counter{uapi.CtrRetransmits, uapi.CtrTimeouts, uapi.CtrDuplicates, uapi.CtrOutOfOrder, uapi.CtrNACKsRx, uapi.CtrCRCFail}
+
+func snapRecovery(ds ...*driver.Driver) [len(recoveryCounters)]uint64 {
+	var v [len(recoveryCounters)]uint64
+	for _, d := range ds {
+		for i, c := range recoveryCounters {
+			v[i] += d.Counter(c)
+		}
+	}
+	return v
+}
+
+func recoverySince(before [len(recoveryCounters)]uint64, ds ...*driver.Driver) Recovery {
+	a := snapRecovery(ds...)
+	return Recovery{a[0] - before[0], a[1] - before[1], a[2] - before[2], a[3] - before[3], a[4] - before[4], a[5] - before[5]}
+}
+
+// add folds another device's recovery into r.
+func (r *Recovery) add(o Recovery) {
+	r.Retransmits += o.Retransmits
+	r.Timeouts += o.Timeouts
+	r.Duplicates += o.Duplicates
+	r.OutOfOrder += o.OutOfOrder
+	r.NACKs += o.NACKs
+	r.CRCFail += o.CRCFail
 }
 
 // Sizes returns the message sizes 8 B .. max in powers of 2.
@@ -205,12 +246,14 @@ const waitNs = 10_000_000_000
 // Run measures one (mode, condition, size) with a as the initiator and b
 // as the responder (b runs on its own goroutine, as a separate process would).
 func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
+	before := snapRecovery(b.D)
 	errc := make(chan error, 1)
 	go func() { errc <- Respond(b, mode, cond, size, warm+iters) }()
 	r, err := Initiate(a, mode, cond, size, warm, iters)
 	if err2 := <-errc; err == nil {
 		err = err2
 	}
+	r.Recovery.add(recoverySince(before, b.D))
 	return r, err
 }
 
@@ -231,6 +274,7 @@ func Respond(b *Side, mode, cond string, size, total int) error {
 // Initiate is the initiator's half: warm round trips, then iters timed ones.
 func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error) {
 	total := warm + iters
+	before := snapRecovery(a.D)
 	var start int64
 	rtts := make([]int64, iters)
 	for i := 0; i < total; i++ {
@@ -252,5 +296,5 @@ func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error)
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,
-		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3}, nil
+		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Recovery: recoverySince(before, a.D)}, nil
 }
