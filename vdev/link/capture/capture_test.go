@@ -1,0 +1,253 @@
+package capture
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// closeBuffer is a bytes.Buffer that records being closed.
+type closeBuffer struct {
+	bytes.Buffer
+	closed int
+}
+
+func (c *closeBuffer) Close() error { c.closed++; return nil }
+
+// hubPair attaches nodes 1 and 2 to a fresh hub.
+func hubPair(t *testing.T) (a, b link.Port) {
+	t.Helper()
+	h := link.NewHub(1514, 64)
+	a, err := h.Attach(wire.NodeMAC(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = h.Attach(wire.NodeMAC(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// readPcap decodes every packet of a pcap stream.
+func readPcap(t *testing.T, r io.Reader) []gopacket.Packet {
+	t.Helper()
+	pr, err := pcapgo.NewReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.LinkType() != layers.LinkTypeEthernet {
+		t.Fatalf("link type %v", pr.LinkType())
+	}
+	var pkts []gopacket.Packet
+	for {
+		data, ci, err := pr.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return pkts
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.CaptureLength != len(data) || ci.Length != len(data) {
+			t.Fatalf("capture info %+v for %d bytes", ci, len(data))
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		p.Metadata().CaptureInfo = ci
+		pkts = append(pkts, p)
+	}
+}
+
+func TestCaptureBothDirections(t *testing.T) {
+	a, b := hubPair(t)
+	var out closeBuffer
+	start := time.Now()
+	ca, finish, err := Wrap(a, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a sends three frames, b answers one; the capture is on a only.
+	for i := range 3 {
+		h := wire.Header{Version: wire.Version1, Type: wire.TypePush, Flags: wire.FlagSeq | wire.FlagCRC,
+			SrcNode: 1, DstNode: 2, Seq: uint32(10 + i), MsgID: 7, Offset: uint32(4 * i), MsgLen: 12, Addr: 0x1000}
+		if err := ca.Send(wire.AppendFrame(ca.Buffer(), wire.NodeMAC(2), ca.MAC(), &h, []byte{byte(i), 1, 2, 3})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		f := b.Recv()
+		if f == nil {
+			t.Fatal("frame missing at b")
+		}
+		f[len(f)-1] = 0xee // the receiver owns it now; the capture must hold its own copy
+		b.Release(f)
+	}
+	ack := wire.Header{Version: wire.Version1, Type: wire.TypeAck, Flags: wire.FlagAckValid | wire.FlagHold, SrcNode: 2, DstNode: 1, Ack: 12}
+	if err := b.Send(wire.AppendFrame(b.Buffer(), wire.NodeMAC(1), b.MAC(), &ack, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !ca.(interface{ Pending() bool }).Pending() {
+		t.Fatal("Pending not passed through")
+	}
+	f := ca.Recv()
+	if f == nil {
+		t.Fatal("ACK missing at a")
+	}
+	ca.Release(f)
+	// A refused send is not recorded.
+	h := wire.Header{Version: wire.Version1, Type: wire.TypePush}
+	nf := wire.AppendFrame(ca.Buffer(), wire.NodeMAC(9), ca.MAC(), &h, nil)
+	if err := ca.Send(nf); !errors.Is(err, link.ErrNoRoute) {
+		t.Fatalf("send to nobody: %v", err)
+	}
+	ca.Release(nf)
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); err != nil || out.closed != 1 {
+		t.Fatalf("second finish: %v, closed %d times", err, out.closed)
+	}
+	// Recording has stopped.
+	if err := b.Send(wire.AppendFrame(b.Buffer(), wire.NodeMAC(1), b.MAC(), &ack, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ca.Release(ca.Recv())
+
+	pkts := readPcap(t, &out.Buffer)
+	if len(pkts) != 4 {
+		t.Fatalf("%d packets captured, want 4", len(pkts))
+	}
+	for i, p := range pkts {
+		ts := p.Metadata().Timestamp
+		if ts.Before(start) || ts.After(time.Now()) {
+			t.Errorf("packet %d timestamp %v not now", i, ts)
+		}
+		eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		hd, ok := p.Layer(wire.LayerTypeDimmnet).(*wire.Header)
+		if eth == nil || !ok {
+			t.Fatalf("packet %d: no dimmnet layer: %v", i, p)
+		}
+		if i < 3 {
+			if hd.Type != wire.TypePush || hd.Seq != uint32(10+i) || hd.Offset != uint32(4*i) || hd.MsgLen != 12 ||
+				hd.Addr != 0x1000 || hd.Flags != wire.FlagSeq|wire.FlagCRC || hd.PayloadLen != 4 ||
+				!bytes.Equal(hd.Payload, []byte{byte(i), 1, 2, 3}) || !hd.VerifyChecksum() ||
+				!bytes.Equal(eth.SrcMAC, wire.NodeMAC(1)) || !bytes.Equal(eth.DstMAC, wire.NodeMAC(2)) {
+				t.Errorf("packet %d: %+v", i, hd)
+			}
+		} else if hd.Type != wire.TypeAck || hd.Ack != 12 || hd.Flags != wire.FlagAckValid|wire.FlagHold || hd.SrcNode != 2 {
+			t.Errorf("ACK: %+v", hd)
+		}
+	}
+}
+
+func TestCapturePassThrough(t *testing.T) {
+	a, _ := hubPair(t)
+	fp := fault.Wrap(a, fault.Config{Loss: 0.5})
+	var out bytes.Buffer
+	c, finish, err := Wrap(fp, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.(interface{ NeedsCRC() bool }).NeedsCRC() {
+		t.Fatal("NeedsCRC of a faulty port not passed through")
+	}
+	if _, ok := fault.StatsOf(c); !ok {
+		t.Fatal("fault.StatsOf cannot see through the capture")
+	}
+	if c.MTU() != 1514 || !bytes.Equal(c.MAC(), wire.NodeMAC(1)) {
+		t.Fatal("MTU/MAC")
+	}
+	n := 0
+	c.SetNotify(func() { n++ })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(readPcap(t, &out)) != 0 {
+		t.Fatal("packets in an idle capture")
+	}
+}
+
+// failWriter fails after the file header.
+type failWriter struct{ n int }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.n > 0 {
+		return 0, errors.New("disk full")
+	}
+	w.n++
+	return len(p), nil
+}
+
+func TestCaptureWriteErrorReported(t *testing.T) {
+	a, b := hubPair(t)
+	c, finish, err := Wrap(b, &failWriter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill more than the bufio buffer so a write reaches failWriter.
+	h := wire.Header{Version: wire.Version1, Type: wire.TypePush}
+	for range 200 {
+		if err := a.Send(wire.AppendFrame(a.Buffer(), wire.NodeMAC(2), a.MAC(), &h, make([]byte, 1000))); err != nil {
+			t.Fatal(err)
+		}
+		f := c.Recv()
+		if f == nil {
+			t.Fatal("frame missing")
+		}
+		c.Release(f)
+	}
+	if err := finish(); err == nil {
+		t.Fatal("write error not reported")
+	}
+}
+
+// writePcapFile is shared with the tshark test.
+func writePcapFile(t *testing.T, frames [][]byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dimmnet.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, finish, err := Wrap(sink{}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range frames {
+		if err := ca.Send(append(ca.Buffer(), fr...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sink is a port that takes any frame (whatever its destination) and
+// receives none.
+type sink struct{}
+
+func (sink) MTU() int              { return 1514 }
+func (sink) MAC() net.HardwareAddr { return wire.NodeMAC(1) }
+func (sink) Buffer() []byte        { return make([]byte, 0, 1514) }
+func (sink) Send([]byte) error     { return nil }
+func (sink) Recv() []byte          { return nil }
+func (sink) Release([]byte)        {}
+func (sink) SetNotify(func())      {}
+func (sink) Close() error          { return nil }
