@@ -26,7 +26,19 @@ func NewLocal(cfg Config, payload int, nodes ...uint16) (*Local, error) {
 	if payload == 0 {
 		payload = DefaultHubPayload
 	}
-	l := &Local{Hub: link.NewHub(payload+wire.FrameOverhead, 256)}
+	hub := link.NewHub(payload+wire.FrameOverhead, 256)
+	l, err := NewLocalPorts(cfg, nodes, func(d *Device) (link.Port, error) { return hub.Attach(d.MAC()) })
+	if l != nil {
+		l.Hub = hub
+	}
+	return l, err
+}
+
+// NewLocalPorts builds and starts one device per node, each on the port
+// port returns for it (any medium, wrapped in fault injection or capture
+// as the caller likes), served by one Engine.
+func NewLocalPorts(cfg Config, nodes []uint16, port func(d *Device) (link.Port, error)) (*Local, error) {
+	l := &Local{}
 	for _, n := range nodes {
 		c := cfg
 		c.Node = n
@@ -35,13 +47,13 @@ func NewLocal(cfg Config, payload int, nodes ...uint16) (*Local, error) {
 			l.Close()
 			return nil, err
 		}
-		port, err := l.Hub.Attach(d.MAC())
+		p, err := port(d)
 		if err != nil {
 			d.Close()
 			l.Close()
 			return nil, fmt.Errorf("attach node %d: %w", n, err)
 		}
-		d.AttachPort(port)
+		d.AttachPort(p)
 		l.Devices = append(l.Devices, d)
 	}
 	e, err := NewEngine(l.Devices...)
