@@ -10,14 +10,19 @@ require (
 require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hugelgupf/vmtest v0.0.0-20240307030256-5d9f3d34a58d
+	github.com/mdlayher/packet v1.2.0
 	github.com/u-root/mkuimage v0.0.0-20250701161901-6a9871f2e64f
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 )
 
 require (
 	github.com/Netflix/go-expect v0.0.0-20220104043353-73e0943537d2 // indirect
 	github.com/creack/pty v1.1.21 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/mdlayher/socket v0.7.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.14 // indirect
 	github.com/u-root/uio v0.0.0-20240209044354-b3d14b93376a // indirect
-	golang.org/x/sync v0.10.0 // indirect
+	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )

@@ -1,0 +1,101 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"unsafe"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+type afPacketPort struct {
+	fdPort
+	ifname string
+}
+
+// OpenAFPacket attaches a port to a network interface with an AF_PACKET
+// socket bound to the dimmnet EtherType, so the kernel hands it dimmnet
+// frames only and the device works over any Ethernet (a veth in a test
+// namespace, a real NIC between hosts) without cgo. mac is the address the
+// device answers to; nil means the interface's own. A different MAC turns on
+// promiscuous mode, because a real NIC drops frames for addresses it does
+// not own (a veth does not). The MTU is the interface's plus the Ethernet
+// header. Open it in the namespace of the interface (see netsetup.Run).
+func OpenAFPacket(ifname string, mac net.HardwareAddr) (Port, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("link: afpacket: %w", err)
+	}
+	if mac == nil {
+		mac = ifi.HardwareAddr
+	}
+	if len(mac) != 6 {
+		return nil, fmt.Errorf("link: afpacket %s: MAC %q is not 6 bytes", ifname, mac)
+	}
+	c, err := packet.Listen(ifi, packet.Raw, int(wire.EtherType), nil)
+	if err != nil {
+		return nil, fmt.Errorf("link: afpacket %s: %w", ifname, err)
+	}
+	fail := func(err error) (Port, error) {
+		c.Close()
+		return nil, fmt.Errorf("link: afpacket %s: %w", ifname, err)
+	}
+	if !bytes.Equal(mac, ifi.HardwareAddr) {
+		if err := c.SetPromiscuous(true); err != nil {
+			return fail(fmt.Errorf("promiscuous mode for MAC %s: %w", mac, err))
+		}
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	fd, err := rawFD(rc)
+	if err != nil {
+		return fail(err)
+	}
+	setSockBufs(fd)
+	// Other sockets' frames leaving this interface are not for us
+	// (Linux 4.20+; older kernels deliver them and the MAC filter drops them).
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	p := &afPacketPort{ifname: ifname}
+	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = ifi.MTU+wire.EthHeaderLen, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
+	p.filter = true
+	p.init()
+	return p, nil
+}
+
+// Send writes the frame as is; the socket is bound to the interface and
+// EtherType, so the kernel needs no address and the frame's own
+// destination MAC steers it.
+func (p *afPacketPort) Send(f []byte) error {
+	if len(f) < wire.EthHeaderLen {
+		return errors.New("link: afpacket: runt frame")
+	}
+	if len(f) > p.mtu {
+		return fmt.Errorf("link: afpacket %s: frame of %d bytes exceeds mtu %d", p.ifname, len(f), p.mtu)
+	}
+	if !p.acquire() {
+		return ErrClosed
+	}
+	defer p.release()
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			p.Release(f)
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		if err := sendErr(errno); err == ErrFull {
+			return err
+		}
+		return fmt.Errorf("link: afpacket send on %s: %w", p.ifname, errno)
+	}
+}

@@ -1,0 +1,294 @@
+package link
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sockBufBytes is the kernel buffer asked for on each socket: at the
+// device's default window (64 frames of up to 64 KiB) a smaller receive
+// buffer drops whole windows on a burst and turns bandwidth into
+// retransmissions.
+const sockBufBytes = 4 << 20
+
+// maxFree bounds the buffers a port keeps for reuse: enough for a window
+// in flight both ways, not so many that an idle port pins megabytes.
+const maxFree = 256
+
+// maxRecvTries bounds the frames one Recv may skip (truncated, for another
+// station, receive errors) before it gives the engine its turn back.
+const maxRecvTries = 64
+
+// fdKind says how a kernel-backed port reads and peeks its descriptor.
+type fdKind int
+
+const (
+	kindSocket fdKind = iota // recvfrom with MSG_DONTWAIT; peek with MSG_PEEK
+	kindTAP                  // read on a non-blocking fd; peek with poll
+)
+
+// fdPort is what the UDP, AF_PACKET and TAP ports share: a non-blocking
+// descriptor polled directly with system calls (so an engine that spins
+// never waits for the Go netpoller, which runs rarely when every core is
+// busy), a free list of frame buffers, and a watcher goroutine parked in the
+// runtime poller that wakes a sleeping engine when a frame arrives.
+//
+// The watcher notifies once per burst: after calling the notify function it
+// waits until Recv or Pending has seen the descriptor empty before it arms
+// again, so frames sitting unread never make it spin.
+type fdPort struct {
+	mtu    int
+	mac    net.HardwareAddr
+	key    [6]byte
+	kind   fdKind
+	filter bool // drop unicast frames addressed to other stations (shared segments)
+	fd     int
+	rc     syscall.RawConn // the same descriptor, registered with the runtime poller
+	conn   io.Closer
+
+	poolMu sync.Mutex
+	free   [][]byte
+
+	notify  atomic.Pointer[func()]
+	refs    atomic.Int32 // raw system calls in progress on fd
+	closed  atomic.Bool
+	waiting atomic.Bool   // the watcher notified and waits for a drain
+	drained chan struct{} // Recv or Pending saw the descriptor empty
+	done    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	waitFn  func(uintptr) bool // made once: parking allocates nothing
+
+	dropped atomic.Uint64
+}
+
+// init finishes a port whose mtu, mac, kind, fd, rc and conn are set, and
+// starts its watcher.
+func (p *fdPort) init() {
+	copy(p.key[:], p.mac)
+	p.drained = make(chan struct{}, 1)
+	p.done = make(chan struct{})
+	p.waitFn = func(uintptr) bool { return p.closed.Load() || p.readable() }
+	p.wg.Add(1)
+	go p.watch()
+}
+
+// setSockBufs asks for sockBufBytes of send and receive buffer. The FORCE
+// variants pass net.core.rmem_max/wmem_max when privileged; otherwise the
+// plain ones get whatever the limit allows.
+func setSockBufs(fd int) {
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], sockBufBytes) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], sockBufBytes)
+		}
+	}
+}
+
+// rawFD returns the descriptor behind rc.
+func rawFD(rc syscall.RawConn) (int, error) {
+	fd := -1
+	if err := rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// acquire guards a raw system call on fd against Close; release ends it.
+func (p *fdPort) acquire() bool {
+	p.refs.Add(1)
+	if p.closed.Load() {
+		p.refs.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (p *fdPort) release() { p.refs.Add(-1) }
+
+// MTU is the largest frame, Ethernet header included, the port carries.
+func (p *fdPort) MTU() int { return p.mtu }
+
+// MAC is the address the port answers to.
+func (p *fdPort) MAC() net.HardwareAddr { return p.mac }
+
+// NeedsCRC is true: a real medium can corrupt or truncate a frame, and the
+// Ethernet FCS is gone by the time a socket sees it.
+func (p *fdPort) NeedsCRC() bool { return true }
+
+// Dropped counts received frames the port discarded itself: truncated
+// (longer than the MTU), unicast to another station, or receive errors.
+func (p *fdPort) Dropped() uint64 { return p.dropped.Load() }
+
+// SetNotify installs the function the watcher calls when a frame arrives.
+// It re-arms the watcher, so frames already waiting are announced to f.
+func (p *fdPort) SetNotify(f func()) {
+	if f == nil {
+		p.notify.Store(nil)
+	} else {
+		p.notify.Store(&f)
+	}
+	p.sawEmpty()
+}
+
+// Buffer returns an empty frame buffer of capacity MTU, reused when one is free.
+func (p *fdPort) Buffer() []byte {
+	p.poolMu.Lock()
+	if n := len(p.free); n > 0 {
+		f := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.poolMu.Unlock()
+		return f
+	}
+	p.poolMu.Unlock()
+	return make([]byte, 0, p.mtu)
+}
+
+// Release keeps a frame buffer for reuse, so steady traffic allocates nothing.
+func (p *fdPort) Release(f []byte) {
+	if cap(f) != p.mtu {
+		return
+	}
+	p.poolMu.Lock()
+	if len(p.free) < maxFree {
+		p.free = append(p.free, f[:0])
+	}
+	p.poolMu.Unlock()
+}
+
+// Recv returns the next frame or nil, with one non-blocking system call
+// when nothing waits.
+func (p *fdPort) Recv() []byte {
+	if !p.acquire() {
+		return nil
+	}
+	defer p.release()
+	buf := p.Buffer()
+	b := buf[:p.mtu]
+	for range maxRecvTries {
+		n, errno := p.read(b)
+		switch {
+		case errno == unix.EAGAIN:
+			p.Release(buf)
+			p.sawEmpty()
+			return nil
+		case errno == unix.EINTR:
+			continue
+		case errno != 0, n > p.mtu, n < 14:
+			p.dropped.Add(1) // the error (or the bad frame) is consumed: look again
+			continue
+		}
+		f := b[:n]
+		if p.filter && f[0]&1 == 0 && [6]byte(f[:6]) != p.key {
+			p.dropped.Add(1)
+			continue
+		}
+		return f
+	}
+	p.Release(buf)
+	return nil
+}
+
+// read is one non-blocking receive into b; n may exceed len(b) for a
+// truncated datagram (MSG_TRUNC reports the real length).
+func (p *fdPort) read(b []byte) (int, unix.Errno) {
+	var r uintptr
+	var errno unix.Errno
+	if p.kind == kindTAP {
+		r, _, errno = unix.Syscall(unix.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	} else {
+		r, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+			unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
+	}
+	return int(r), errno
+}
+
+// readable peeks whether a frame (or an error Recv should consume) waits.
+func (p *fdPort) readable() bool {
+	if p.kind == kindTAP {
+		pfd := [1]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+		_, _, errno := unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd[0])), 1, 0)
+		return errno != 0 || pfd[0].Revents != 0
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return errno != unix.EAGAIN
+}
+
+// Pending reports whether a frame waits, for the engine's last look before
+// it sleeps. Seeing the descriptor empty re-arms the watcher.
+func (p *fdPort) Pending() bool {
+	if !p.acquire() {
+		return false
+	}
+	defer p.release()
+	if p.readable() {
+		return true
+	}
+	p.sawEmpty()
+	return false
+}
+
+// sawEmpty tells a watcher waiting for the drain that it may arm again.
+func (p *fdPort) sawEmpty() {
+	if p.waiting.Load() && p.waiting.CompareAndSwap(true, false) {
+		select {
+		case p.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch parks in the runtime poller until the descriptor is readable,
+// calls the notify function, and waits for the drain before parking again.
+func (p *fdPort) watch() {
+	defer p.wg.Done()
+	for {
+		if err := p.rc.Read(p.waitFn); err != nil || p.closed.Load() {
+			return
+		}
+		select { // a drain seen before this frame arrived is stale
+		case <-p.drained:
+		default:
+		}
+		p.waiting.Store(true)
+		if f := p.notify.Load(); f != nil {
+			(*f)()
+		}
+		select {
+		case <-p.drained:
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// Close stops the watcher and closes the descriptor once no system call
+// uses it. Closing twice is harmless.
+func (p *fdPort) Close() error {
+	var err error
+	p.once.Do(func() {
+		p.closed.Store(true)
+		close(p.done)
+		for p.refs.Load() != 0 {
+			runtime.Gosched()
+		}
+		err = p.conn.Close() // wakes the watcher out of the poller
+		p.wg.Wait()
+	})
+	return err
+}
+
+// sendErr maps a failed non-blocking send: a full queue is backpressure.
+func sendErr(errno unix.Errno) error {
+	switch errno {
+	case unix.EAGAIN, unix.ENOBUFS, unix.EINTR:
+		return ErrFull
+	}
+	return errno
+}

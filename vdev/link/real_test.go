@@ -1,0 +1,555 @@
+package link_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/packet"
+	"github.com/vishvananda/netns"
+
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// freeUDP returns a loopback address no socket uses right now.
+func freeUDP(t testing.TB) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+// udpPair opens two UDP ports on loopback that are each other's peer.
+func udpPair(t testing.TB, mtu int) (a, b link.Port) {
+	t.Helper()
+	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
+	aa, ab := freeUDP(t), freeUDP(t)
+	a, err := link.ListenUDP(aa, ma, map[string]string{mb.String(): ab}, mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err = link.ListenUDP(ab, mb, map[string]string{ma.String(): aa}, mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+// frame builds an Ethernet frame of the given EtherType in a port buffer.
+func frame(p link.Port, dst net.HardwareAddr, etype uint16, body []byte) []byte {
+	f := append(p.Buffer(), dst...)
+	f = append(f, p.MAC()...)
+	f = append(f, byte(etype>>8), byte(etype))
+	return append(f, body...)
+}
+
+// recvWait polls p until a frame of EtherType 0x88B5 arrives (others are
+// released and skipped), or fails after d.
+func recvWait(t testing.TB, p link.Port, d time.Duration) []byte {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if f := p.Recv(); f != nil {
+			if len(f) >= 14 && f[12] == 0x88 && f[13] == 0xb5 {
+				return f
+			}
+			p.Release(f)
+			continue
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatalf("no frame on %s within %v", p.MAC(), d)
+	return nil
+}
+
+// sendRetry sends, retrying on ErrFull (and while a fresh link settles).
+func sendRetry(t testing.TB, p link.Port, f []byte) {
+	t.Helper()
+	for i := 0; ; i++ {
+		err := p.Send(f)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, link.ErrFull) || i > 1000 {
+			t.Fatalf("send: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settle waits until a fresh link carries frames both ways: the kernel
+// turns a new veth or TAP on asynchronously (linkwatch, up to a second for
+// a TAP on a bridge) and silently drops what is sent before. Probes that
+// arrive late are drained.
+func settle(t testing.TB, a, b link.Port) {
+	t.Helper()
+	for _, pr := range [][2]link.Port{{a, b}, {b, a}} {
+		src, dst := pr[0], pr[1]
+		end := time.Now().Add(5 * time.Second)
+	probe:
+		for {
+			if time.Now().After(end) {
+				t.Fatalf("link %s -> %s never carried a frame", src.MAC(), dst.MAC())
+			}
+			sendRetry(t, src, frame(src, dst.MAC(), uint16(wire.EtherType), []byte("settle")))
+			for range 20 {
+				if f := dst.Recv(); f != nil {
+					dst.Release(f)
+					break probe
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	for _, p := range []link.Port{a, b} {
+		for f := p.Recv(); f != nil; f = p.Recv() {
+			p.Release(f)
+		}
+	}
+}
+
+// exchange sends distinct frames both ways and checks their content.
+func exchange(t *testing.T, a, b link.Port) {
+	t.Helper()
+	for i, pr := range [][2]link.Port{{a, b}, {b, a}, {a, b}} {
+		src, dst := pr[0], pr[1]
+		body := bytes.Repeat([]byte(fmt.Sprintf("frame %d ", i)), 50)
+		sendRetry(t, src, frame(src, dst.MAC(), uint16(wire.EtherType), body))
+		got := recvWait(t, dst, 5*time.Second)
+		want := frame(src, dst.MAC(), uint16(wire.EtherType), body)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("frame %d: got %d bytes %x..., want %d bytes", i, len(got), got[:min(len(got), 20)], len(want))
+		}
+		dst.Release(got)
+	}
+}
+
+func TestUDPExchange(t *testing.T) {
+	a, b := udpPair(t, 9000)
+	if a.MTU() != 9000 || !bytes.Equal(a.MAC(), wire.NodeMAC(1)) {
+		t.Fatalf("MTU %d MAC %s", a.MTU(), a.MAC())
+	}
+	if f := b.Recv(); f != nil {
+		t.Fatalf("Recv on an idle port returned %d bytes", len(f))
+	}
+	if c, ok := a.(interface{ NeedsCRC() bool }); !ok || !c.NeedsCRC() {
+		t.Fatal("a UDP port must ask for the CRC")
+	}
+	exchange(t, a, b)
+	// The largest frame passes whole.
+	big := bytes.Repeat([]byte{0xa5}, 9000-14)
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), big))
+	if f := recvWait(t, b, 5*time.Second); len(f) != 9000 || !bytes.Equal(f[14:], big) {
+		t.Fatalf("MTU frame: %d bytes", len(f))
+	} else {
+		b.Release(f)
+	}
+	if f := b.Recv(); f != nil {
+		t.Fatal("Recv after draining returned a frame")
+	}
+	if p, ok := b.(interface{ Pending() bool }); !ok || p.Pending() {
+		t.Fatal("Pending on a drained port")
+	}
+}
+
+func TestUDPNoRoute(t *testing.T) {
+	a, _ := udpPair(t, 1500)
+	f := frame(a, wire.NodeMAC(9), uint16(wire.EtherType), []byte("x"))
+	if err := a.Send(f); !errors.Is(err, link.ErrNoRoute) {
+		t.Fatalf("send to unknown MAC: %v, want ErrNoRoute", err)
+	}
+	a.Release(f)
+	a.Close()
+	if err := a.Send(frame(a, wire.NodeMAC(2), uint16(wire.EtherType), nil)); !errors.Is(err, link.ErrClosed) {
+		t.Fatalf("send on closed port: %v", err)
+	}
+	if a.Recv() != nil {
+		t.Fatal("Recv on closed port")
+	}
+}
+
+func TestUDPBroadcast(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	sendRetry(t, a, frame(a, wire.BroadcastMAC, uint16(wire.EtherType), []byte("all")))
+	f := recvWait(t, b, 5*time.Second)
+	if string(f[14:]) != "all" {
+		t.Fatalf("broadcast body %q", f[14:])
+	}
+	b.Release(f)
+}
+
+// testNotify checks that a frame wakes the notify function once per burst:
+// again only after Recv has drained the port.
+func testNotify(t *testing.T, a, b link.Port) {
+	t.Helper()
+	var n atomic.Int32
+	ch := make(chan struct{}, 16)
+	b.SetNotify(func() { n.Add(1); ch <- struct{}{} })
+	for round := range 3 {
+		for range 3 {
+			sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("wake up")))
+		}
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: no notify", round)
+		}
+		time.Sleep(20 * time.Millisecond) // frames sit unread: no more notifies
+		if got := n.Load(); got != int32(round+1) {
+			t.Fatalf("round %d: %d notifies, want %d", round, got, round+1)
+		}
+		end := time.Now().Add(5 * time.Second)
+		for got := 0; got < 3; {
+			if time.Now().After(end) {
+				t.Fatalf("round %d: %d of 3 frames", round, got)
+			}
+			if f := b.Recv(); f != nil {
+				if f[12] == 0x88 && f[13] == 0xb5 {
+					got++
+				}
+				b.Release(f)
+			}
+		}
+		for b.Recv() != nil { // drain strays and see EAGAIN
+		}
+	}
+}
+
+func TestUDPNotify(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	testNotify(t, a, b)
+}
+
+// testNoAllocs checks that a steady Send+Recv+Release loop allocates nothing.
+func testNoAllocs(t *testing.T, a, b link.Port) {
+	t.Helper()
+	body := make([]byte, 64)
+	one := func() {
+		f := append(a.Buffer(), b.MAC()...)
+		f = append(f, a.MAC()...)
+		f = append(f, 0x88, 0xb5)
+		f = append(f, body...)
+		for a.Send(f) != nil {
+		}
+		for {
+			if g := b.Recv(); g != nil {
+				b.Release(g)
+				return
+			}
+		}
+	}
+	for range 100 { // warm the free lists
+		one()
+	}
+	if allocs := testing.AllocsPerRun(1000, one); allocs > 0.01 {
+		t.Fatalf("%.3f allocations per frame", allocs)
+	}
+}
+
+func TestUDPNoAllocs(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	testNoAllocs(t, a, b)
+}
+
+func TestParsePeers(t *testing.T) {
+	in := `# two peers
+node 1 127.0.0.1:7001
+node 0x2 [::1]:7002   # hex id, IPv6
+
+`
+	p, err := link.ParsePeers(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 2 || p[wire.NodeMAC(1).String()] != "127.0.0.1:7001" || p[wire.NodeMAC(2).String()] != "[::1]:7002" {
+		t.Fatalf("peers %v", p)
+	}
+	for _, bad := range []string{"node 1", "host 1 a:1", "node x 127.0.0.1:1", "node 1 nohostport", "node 1 a:1\nnode 1 b:2", "node 70000 a:1"} {
+		if _, err := link.ParsePeers(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// needRoot skips a test that needs real network devices when it cannot
+// have them.
+func needRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and devices")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("needs /dev/net/tun: %v", err)
+	}
+}
+
+// testNS makes a fresh namespace, removed when the test ends.
+func testNS(t testing.TB, tag string) netns.NsHandle {
+	t.Helper()
+	needRoot(t)
+	name := fmt.Sprintf("dntest-%s-%d", tag, os.Getpid())
+	ns, err := netsetup.NewNamespace(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ns.Close()
+		if err := netsetup.DeleteNamespace(name); err != nil {
+			t.Error(err)
+		}
+	})
+	// No IPv6 on the test's interfaces: its neighbour discovery would add
+	// stray frames to the counts (the ports themselves cope with them).
+	err = netsetup.Run(ns, func() error {
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("IPv6 stays on: %v", err)
+	}
+	return ns
+}
+
+// vethPorts makes a veth pair in a fresh namespace and opens an AF_PACKET
+// port on each end (node MACs 1 and 2 as the interfaces' own).
+func vethPorts(t testing.TB) (ns netns.NsHandle, a, b link.Port) {
+	ns = testNS(t, "afp")
+	if err := netsetup.VethPair(ns, "dnA", "dnB", wire.NodeMAC(1), wire.NodeMAC(2)); err != nil {
+		t.Fatal(err)
+	}
+	err := netsetup.Run(ns, func() (err error) {
+		if a, err = link.OpenAFPacket("dnA", nil); err != nil {
+			return err
+		}
+		b, err = link.OpenAFPacket("dnB", nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	settle(t, a, b)
+	return ns, a, b
+}
+
+func TestAFPacketVeth(t *testing.T) {
+	ns, a, b := vethPorts(t)
+	if !bytes.Equal(a.MAC(), wire.NodeMAC(1)) || a.MTU() != 1514 {
+		t.Fatalf("MAC %s MTU %d: want the interface's", a.MAC(), a.MTU())
+	}
+	exchange(t, a, b)
+	if b.Recv() != nil {
+		t.Fatal("Recv on a drained port")
+	}
+
+	// A frame of another EtherType from the other end never reaches the
+	// port: the socket is bound to 0x88B5, so the kernel filters it.
+	var raw *packet.Conn
+	err := netsetup.Run(ns, func() error {
+		ifi, err := net.InterfaceByName("dnA")
+		if err != nil {
+			return err
+		}
+		raw, err = packet.Listen(ifi, packet.Raw, 0x88B6, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	other := frame(a, b.MAC(), 0x88B6, []byte("not dimmnet"))
+	if _, err := raw.WriteTo(other, &packet.Addr{HardwareAddr: b.MAC()}); err != nil {
+		t.Fatal(err)
+	}
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("dimmnet")))
+	f := recvWait(t, b, 5*time.Second)
+	if string(f[14:]) != "dimmnet" {
+		t.Fatalf("got %q", f[14:])
+	}
+	b.Release(f)
+	time.Sleep(10 * time.Millisecond)
+	if f := b.Recv(); f != nil {
+		t.Fatalf("a frame of EtherType %#x was delivered", uint16(f[12])<<8|uint16(f[13]))
+	}
+}
+
+func TestAFPacketPromiscuousMAC(t *testing.T) {
+	ns, a, _ := vethPorts(t)
+	// A port whose MAC is not the interface's still gets its frames (and not
+	// the ones for the interface's MAC, which belong to another station).
+	var c link.Port
+	if err := netsetup.Run(ns, func() (err error) { c, err = link.OpenAFPacket("dnB", wire.NodeMAC(3)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sendRetry(t, a, frame(a, wire.NodeMAC(2), uint16(wire.EtherType), []byte("for 2")))
+	sendRetry(t, a, frame(a, wire.NodeMAC(3), uint16(wire.EtherType), []byte("for 3")))
+	f := recvWait(t, c, 5*time.Second)
+	if string(f[14:]) != "for 3" {
+		t.Fatalf("port with MAC 3 got %q", f[14:])
+	}
+	c.Release(f)
+}
+
+func TestAFPacketNotifyAndAllocs(t *testing.T) {
+	_, a, b := vethPorts(t)
+	testNotify(t, a, b)
+	testNoAllocs(t, a, b)
+}
+
+// tapPorts makes a bridge and two TAPs on it in a fresh namespace and opens
+// a port on each TAP (node MACs 1 and 2).
+func tapPorts(t testing.TB) (a, b link.Port) {
+	ns := testNS(t, "tap")
+	if err := netsetup.Bridge(ns, "dnbr"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"dntap1", "dntap2"} {
+		if err := netsetup.TAP(ns, n, "dnbr", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := netsetup.Run(ns, func() (err error) {
+		if a, err = link.OpenTAP("dntap1", wire.NodeMAC(1)); err != nil {
+			return err
+		}
+		b, err = link.OpenTAP("dntap2", wire.NodeMAC(2))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	settle(t, a, b)
+	return a, b
+}
+
+func TestTAPBridge(t *testing.T) {
+	a, b := tapPorts(t)
+	if a.MTU() != 1514 {
+		t.Fatalf("MTU %d", a.MTU())
+	}
+	exchange(t, a, b)
+	for a.Recv() != nil {
+	}
+	if f := a.Recv(); f != nil {
+		t.Fatal("Recv on a drained TAP")
+	}
+}
+
+func TestTAPNotifyAndAllocs(t *testing.T) {
+	a, b := tapPorts(t)
+	exchange(t, a, b) // the bridge learns both MACs
+	testNotify(t, a, b)
+	testNoAllocs(t, a, b)
+}
+
+// pingPong measures the round trip of a frame with an 8-byte payload
+// through two ports, each side polling (as a spinning engine does).
+func pingPong(b *testing.B, a, c link.Port) {
+	body := make([]byte, 8+wire.HeaderLen)
+	echo := make(chan struct{})
+	var stop atomic.Bool
+	go func() {
+		defer close(echo)
+		for !stop.Load() {
+			if f := c.Recv(); f != nil {
+				copy(f[0:6], a.MAC())
+				copy(f[6:12], c.MAC())
+				for c.Send(f) != nil {
+				}
+			}
+		}
+	}()
+	one := func() {
+		f := frame(a, c.MAC(), uint16(wire.EtherType), body)
+		for a.Send(f) != nil {
+		}
+		for {
+			if g := a.Recv(); g != nil {
+				a.Release(g)
+				return
+			}
+		}
+	}
+	for range 100 {
+		one()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		one()
+	}
+	b.StopTimer()
+	stop.Store(true)
+	<-echo
+}
+
+func BenchmarkRoundTripUDP(b *testing.B) {
+	a, c := udpPair(b, 1500)
+	pingPong(b, a, c)
+}
+
+func BenchmarkRoundTripAFPacket(b *testing.B) {
+	_, a, c := vethPorts(b)
+	pingPong(b, a, c)
+}
+
+func BenchmarkRoundTripTAP(b *testing.B) {
+	a, c := tapPorts(b)
+	pingPong(b, a, c)
+}
+
+// BenchmarkRoundTripUDPRaw is the baseline for BenchmarkRoundTripUDP: a
+// plain Go UDP ping-pong of the same datagram size through the netpoller.
+func BenchmarkRoundTripUDPRaw(b *testing.B) {
+	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	a, err := net.ListenUDP("udp", lo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	c, err := net.ListenUDP("udp", lo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			c.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	defer c.Close()
+	msg := make([]byte, 14+wire.HeaderLen+8)
+	buf := make([]byte, 1500)
+	to := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	for b.Loop() {
+		if _, err := a.WriteToUDPAddrPort(msg, to); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := a.ReadFromUDPAddrPort(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package link
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// maxUDPFrame is the largest UDP payload over IPv4.
+const maxUDPFrame = 65507
+
+// udpPeer is one destination with its socket address prepared once, so a
+// send converts nothing and allocates nothing.
+type udpPeer struct {
+	name string
+	sa   unsafe.Pointer // *unix.RawSockaddrInet4 or *unix.RawSockaddrInet6
+	len  uintptr
+}
+
+type udpPort struct {
+	fdPort
+	peers map[[6]byte]*udpPeer
+	all   []*udpPeer // for broadcast, in a fixed order
+}
+
+// ListenUDP opens a port that carries each Ethernet frame as one UDP
+// datagram, so devices on any hosts that can route to each other talk
+// without privileges. local is the host:port to bind; peers maps each
+// remote MAC (as net.HardwareAddr.String spells it) to its host:port; mtu
+// is the largest frame (at most 65507). Datagrams from addresses not in
+// peers are still received: the device, not the port, judges frames.
+func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu int) (Port, error) {
+	if len(mac) != 6 {
+		return nil, fmt.Errorf("link: udp %s: MAC %q is not 6 bytes", local, mac)
+	}
+	if mtu < wire.EthHeaderLen || mtu > maxUDPFrame {
+		return nil, fmt.Errorf("link: udp %s: mtu %d outside [%d, %d]", local, mtu, wire.EthHeaderLen, maxUDPFrame)
+	}
+	la, err := net.ResolveUDPAddr("udp", local)
+	if err != nil {
+		return nil, fmt.Errorf("link: udp: local address: %w", err)
+	}
+	c, err := net.ListenUDP("udp", la)
+	if err != nil {
+		return nil, fmt.Errorf("link: udp: %w", err)
+	}
+	p := &udpPort{peers: map[[6]byte]*udpPeer{}}
+	fail := func(err error) (Port, error) {
+		c.Close()
+		return nil, fmt.Errorf("link: udp %s: %w", local, err)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	fd, err := rawFD(rc)
+	if err != nil {
+		return fail(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail(fmt.Errorf("getsockname: %w", err))
+	}
+	_, v6 := sa.(*unix.SockaddrInet6)
+	for m, addr := range peers {
+		hw, err := net.ParseMAC(m)
+		if err != nil || len(hw) != 6 {
+			return fail(fmt.Errorf("peer MAC %q: not a 6-byte MAC", m))
+		}
+		ua, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return fail(fmt.Errorf("peer %s: %w", m, err))
+		}
+		pe, err := newUDPPeer(ua, v6)
+		if err != nil {
+			return fail(fmt.Errorf("peer %s: %w", m, err))
+		}
+		p.peers[[6]byte(hw)] = pe
+		p.all = append(p.all, pe)
+	}
+	setSockBufs(fd)
+	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = mtu, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
+	p.init()
+	return p, nil
+}
+
+// newUDPPeer prepares the raw socket address of ua for a socket of the
+// given family (an IPv6 socket reaches IPv4 peers through mapped addresses).
+func newUDPPeer(ua *net.UDPAddr, v6 bool) (*udpPeer, error) {
+	pe := &udpPeer{name: ua.String()}
+	if ip4 := ua.IP.To4(); ip4 != nil && !v6 {
+		sa := &unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: [4]byte(ip4)}
+		putPort(&sa.Port, ua.Port)
+		pe.sa, pe.len = unsafe.Pointer(sa), unsafe.Sizeof(*sa)
+		return pe, nil
+	}
+	if !v6 {
+		return nil, fmt.Errorf("%s: IPv6 peer for an IPv4 socket", ua)
+	}
+	ip16 := ua.IP.To16()
+	if ip16 == nil {
+		return nil, fmt.Errorf("%s: no IP address", ua)
+	}
+	sa := &unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: [16]byte(ip16)}
+	putPort(&sa.Port, ua.Port)
+	pe.sa, pe.len = unsafe.Pointer(sa), unsafe.Sizeof(*sa)
+	return pe, nil
+}
+
+// putPort stores port in network byte order.
+func putPort(dst *uint16, port int) {
+	b := (*[2]byte)(unsafe.Pointer(dst))
+	b[0], b[1] = byte(port>>8), byte(port)
+}
+
+// Send transmits the frame to the peer owning its destination MAC; a group
+// address (broadcast, multicast) goes to every peer and succeeds when at
+// least one peer took it.
+func (p *udpPort) Send(f []byte) error {
+	if len(f) < wire.EthHeaderLen {
+		return errors.New("link: udp: runt frame")
+	}
+	if len(f) > p.mtu {
+		return fmt.Errorf("link: udp: frame of %d bytes exceeds mtu %d", len(f), p.mtu)
+	}
+	if !p.acquire() {
+		return ErrClosed
+	}
+	defer p.release()
+	if f[0]&1 == 0 {
+		pe := p.peers[[6]byte(f[:6])]
+		if pe == nil {
+			return ErrNoRoute
+		}
+		if err := p.sendTo(f, pe); err != nil {
+			return err
+		}
+		p.Release(f)
+		return nil
+	}
+	if len(p.all) == 0 {
+		return ErrNoRoute
+	}
+	var err error
+	sent := false
+	for _, pe := range p.all {
+		if e := p.sendTo(f, pe); e != nil {
+			err = e
+		} else {
+			sent = true
+		}
+	}
+	if !sent {
+		return err
+	}
+	p.Release(f)
+	return nil
+}
+
+func (p *udpPort) sendTo(f []byte, pe *udpPeer) error {
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),
+			unix.MSG_DONTWAIT, uintptr(pe.sa), pe.len)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		if err := sendErr(errno); err == ErrFull {
+			return err
+		}
+		return fmt.Errorf("link: udp send to %s: %w", pe.name, errno)
+	}
+}
+
+// ParsePeers reads a peers file: one `node <id> <host:port>` line per
+// remote device (its MAC is wire.NodeMAC(id), so the file never spells
+// MACs), blank lines and `#` comments ignored. The result is ListenUDP's
+// peers argument.
+func ParsePeers(r io.Reader) (map[string]string, error) {
+	peers := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		s := sc.Text()
+		if i := strings.IndexByte(s, '#'); i >= 0 {
+			s = s[:i]
+		}
+		fs := strings.Fields(s)
+		if len(fs) == 0 {
+			continue
+		}
+		if len(fs) != 3 || fs[0] != "node" {
+			return nil, fmt.Errorf("link: peers line %d: want `node <id> <host:port>`, got %q", line, sc.Text())
+		}
+		id, err := strconv.ParseUint(fs[1], 0, 16)
+		if err != nil {
+			return nil, fmt.Errorf("link: peers line %d: node id %q: %w", line, fs[1], err)
+		}
+		if _, _, err := net.SplitHostPort(fs[2]); err != nil {
+			return nil, fmt.Errorf("link: peers line %d: %w", line, err)
+		}
+		m := wire.NodeMAC(uint16(id)).String()
+		if _, dup := peers[m]; dup {
+			return nil, fmt.Errorf("link: peers line %d: node %d listed twice", line, id)
+		}
+		peers[m] = fs[2]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("link: peers: %w", err)
+	}
+	return peers, nil
+}
