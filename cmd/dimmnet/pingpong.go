@@ -25,7 +25,10 @@ func pingpongCmd(args []string) error {
 	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead")
 	maxSize := fs.Int("max", 1<<20, "largest message size in bytes")
 	iters := fs.Int("iters", 0, "round trips per size (0: chosen per size)")
-	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload of the in-memory link in bytes")
+	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp; afpacket and tap use 9000/1500-byte frames)")
+	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge); afpacket and tap need root and make their own network namespace")
+	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1")
+	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
@@ -38,6 +41,7 @@ func pingpongCmd(args []string) error {
 		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
 	}
 	pl := newPlan(*maxSize, *iters)
+	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile}
 	progress := progressLine(*quiet || *responder != "")
 	defer progress("")
 	switch {
@@ -54,7 +58,7 @@ func pingpongCmd(args []string) error {
 		}
 		var local []pingpong.Result
 		if *compare {
-			if local, err = runInProcess(*payload, *maxSize, pl, progress); err != nil {
+			if local, err = runInProcess(lo, *maxSize, pl, progress); err != nil {
 				return err
 			}
 		}
@@ -70,7 +74,7 @@ func pingpongCmd(args []string) error {
 		}
 		return nil
 	case *breakdown:
-		sides, closeFn, err := localPair(*payload, *maxSize)
+		sides, closeFn, err := localPair(lo, *maxSize)
 		if err != nil {
 			return err
 		}
@@ -86,7 +90,7 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
-	res, err := runInProcess(*payload, *maxSize, pl, progress)
+	res, err := runInProcess(lo, *maxSize, pl, progress)
 	if err != nil {
 		return err
 	}
@@ -98,8 +102,18 @@ func pingpongCmd(args []string) error {
 	raw := pingpong.RawWordPingPong(20000)
 	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
 	progress("")
-	printTable(os.Stdout, "embedded two-node in-process devices", res)
+	printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
 	printBaseline(os.Stdout, res, raw, cp)
+	var rec pingpong.Recovery
+	for _, r := range res {
+		rec.Retransmits += r.Retransmits
+		rec.Timeouts += r.Timeouts
+		rec.Duplicates += r.Duplicates
+		rec.CRCFail += r.CRCFail
+	}
+	if rec != (pingpong.Recovery{}) || lo.fault != "" {
+		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
+	}
 	return nil
 }
 
@@ -126,30 +140,37 @@ func newPlan(maxSize, iters int) []step {
 	return pl
 }
 
-// localPair is the embedded default: two in-process devices, nodes 1 and 2.
-func localPair(payload, maxSize int) ([2]*pingpong.Side, func(), error) {
+// localPair is the embedded default: two in-process devices, nodes 1 and
+// 2, on the link lo describes.
+func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
 	var sides [2]*pingpong.Side
-	l, err := vdev.NewLocal(vdev.Config{}, payload, 1, 2)
+	open, undo, err := lo.ports()
 	if err != nil {
 		return sides, nil, err
 	}
+	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, open)
+	if err != nil {
+		undo()
+		return sides, nil, err
+	}
+	closeAll := func() { l.Close(); undo() }
 	for i, dev := range l.Devices {
 		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
 		if err != nil {
-			l.Close()
+			closeAll()
 			return sides, nil, err
 		}
 		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node()}
 	}
 	if err := pingpong.Setup(sides[0], sides[1], maxSize); err != nil {
-		l.Close()
+		closeAll()
 		return sides, nil, err
 	}
-	return sides, func() { l.Close() }, nil
+	return sides, closeAll, nil
 }
 
-func runInProcess(payload, maxSize int, pl []step, progress func(string)) ([]pingpong.Result, error) {
-	sides, closeFn, err := localPair(payload, maxSize)
+func runInProcess(lo linkOpts, maxSize int, pl []step, progress func(string)) ([]pingpong.Result, error) {
+	sides, closeFn, err := localPair(lo, maxSize)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +183,7 @@ func runInProcess(payload, maxSize int, pl []step, progress func(string)) ([]pin
 			return nil, err
 		}
 		r.Path = "inprocess"
+		r.Link = lo.kind
 		res = append(res, r)
 	}
 	return res, nil

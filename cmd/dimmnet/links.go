@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// linkOpts says what carries the embedded pair's frames.
+type linkOpts struct {
+	kind    string // mem, udp, afpacket, tap
+	payload int    // packet payload (mem and udp; afpacket/tap follow the interface MTU)
+	fault   string // fault injection spec, "" for none
+	pcap    string // capture file, "" for none
+}
+
+// ports builds the two devices' ports (nodes 1 and 2) on the chosen medium
+// and returns a cleanup that removes whatever was set up (namespace,
+// interfaces, capture file).
+func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error, error) {
+	var fc fault.Config
+	if o.fault != "" {
+		var err error
+		if fc, err = fault.Parse(o.fault); err != nil {
+			return nil, nil, err
+		}
+	}
+	var cleanups []func() error
+	cleanup := func() error {
+		var errs []error
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			errs = append(errs, cleanups[i]())
+		}
+		return errors.Join(errs...)
+	}
+	var open func(d *vdev.Device) (link.Port, error)
+	switch o.kind {
+	case "", "mem":
+		hub := link.NewHub(o.payload+wire.FrameOverhead, 256)
+		open = func(d *vdev.Device) (link.Port, error) { return hub.Attach(d.MAC()) }
+	case "udp":
+		addrs := map[uint16]string{}
+		for _, n := range []uint16{1, 2} {
+			l, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				return nil, nil, err
+			}
+			addrs[n] = l.LocalAddr().String()
+			l.Close()
+		}
+		mtu := min(o.payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
+		open = func(d *vdev.Device) (link.Port, error) {
+			peer := uint16(3 - d.Node())
+			return link.ListenUDP(addrs[d.Node()], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[peer]}, mtu)
+		}
+	case "afpacket", "tap":
+		name := fmt.Sprintf("dimmnet-pp-%d", os.Getpid())
+		ns, err := netsetup.NewNamespace(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--link %s needs root and a network namespace: %w", o.kind, err)
+		}
+		cleanups = append(cleanups, func() error { ns.Close(); return netsetup.DeleteNamespace(name) })
+		ifs := [2]string{"dnpp1", "dnpp2"}
+		if o.kind == "afpacket" {
+			if err := netsetup.VethPair(ns, ifs[0], ifs[1], nil, nil); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+			if err := setMTU(ns, 9000, ifs[:]...); err != nil { // jumbo frames: fewer packets per MiB
+				cleanup()
+				return nil, nil, err
+			}
+		} else {
+			if err := netsetup.Bridge(ns, "dnppbr"); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+			for i, n := range ifs {
+				// the TAP's own address must differ from the device's node MAC
+				if err := netsetup.TAP(ns, n, "dnppbr", net.HardwareAddr{0x02, 0x54, 0x41, 0x50, 0, byte(i + 1)}); err != nil {
+					cleanup()
+					return nil, nil, err
+				}
+			}
+		}
+		open = func(d *vdev.Device) (link.Port, error) {
+			var p link.Port
+			err := netsetup.Run(ns, func() error {
+				var err error
+				if o.kind == "afpacket" {
+					p, err = link.OpenAFPacket(ifs[d.Node()-1], d.MAC())
+				} else {
+					p, err = link.OpenTAP(ifs[d.Node()-1], d.MAC())
+				}
+				return err
+			})
+			return p, err
+		}
+	default:
+		return nil, nil, fmt.Errorf("--link %q: want mem, udp, afpacket or tap", o.kind)
+	}
+	var pcapFile *os.File
+	var finish func() error
+	wrapped := func(d *vdev.Device) (link.Port, error) {
+		p, err := open(d)
+		if err != nil {
+			return nil, err
+		}
+		if fc.Active() {
+			c := fc
+			c.Seed += int64(d.Node()) // the two directions differ, repeatably
+			p = fault.Wrap(p, c)
+		}
+		if o.pcap != "" && d.Node() == 1 { // one side sees every frame of the pair
+			if pcapFile, err = os.Create(o.pcap); err != nil {
+				return nil, err
+			}
+			if p, finish, err = capture.Wrap(p, pcapFile); err != nil {
+				return nil, err
+			}
+			cleanups = append(cleanups, func() error { return finish() })
+		}
+		return p, nil
+	}
+	return wrapped, cleanup, nil
+}
+
+// setMTU sets the MTU of interfaces in ns.
+func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
+	return netsetup.Run(ns, func() error {
+		for _, n := range names {
+			l, err := netlink.LinkByName(n)
+			if err != nil {
+				return fmt.Errorf("find %s: %w", n, err)
+			}
+			if err := netlink.LinkSetMTU(l, mtu); err != nil {
+				return fmt.Errorf("mtu %d on %s: %w", mtu, n, err)
+			}
+		}
+		return nil
+	})
+}
