@@ -1,0 +1,170 @@
+package pingpong
+
+import (
+	"net"
+	"os"
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// udpPair is two devices on UDP loopback ports with the given packet payload.
+func udpPair(tb testing.TB, payload, maxSize int) (*Side, *Side) {
+	tb.Helper()
+	addrs := map[uint16]string{}
+	for _, n := range []uint16{1, 2} {
+		l, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addrs[n] = l.LocalAddr().String()
+		l.Close()
+	}
+	return portPair(tb, maxSize, func(d *vdev.Device) (link.Port, error) {
+		peer := 3 - d.Node()
+		return link.ListenUDP(addrs[d.Node()], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[peer]}, payload+wire.FrameOverhead)
+	})
+}
+
+func portPair(tb testing.TB, maxSize int, open func(d *vdev.Device) (link.Port, error)) (*Side, *Side) {
+	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, open)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	var s [2]*Side
+	for i, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node()}
+	}
+	if err := Setup(s[0], s[1], maxSize); err != nil {
+		tb.Fatal(err)
+	}
+	return s[0], s[1]
+}
+
+// rawUDP is the baseline: a plain Go UDP ping-pong of frame-sized
+// datagrams, n bytes each way per round trip cut into chunk-sized
+// datagrams (the device's packets). It returns RTT/2 in µs.
+func rawUDP(tb testing.TB, n, chunk, iters int) float64 {
+	a, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer a.Close()
+	b, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer b.Close()
+	for _, c := range []*net.UDPConn{a, b} {
+		c.SetReadBuffer(4 << 20)
+		c.SetWriteBuffer(4 << 20)
+	}
+	frame := make([]byte, chunk+wire.FrameOverhead)
+	send := func(c *net.UDPConn, to net.Addr) {
+		for left := n; left > 0; left -= chunk {
+			m := min(left, chunk) + wire.FrameOverhead
+			c.WriteTo(frame[:m], to)
+		}
+	}
+	recv := func(c *net.UDPConn, buf []byte) {
+		for left := n; left > 0; left -= chunk {
+			c.Read(buf)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		buf := make([]byte, 65536)
+		for i := 0; i < iters; i++ {
+			recv(b, buf)
+			send(b, a.LocalAddr())
+		}
+		close(done)
+	}()
+	buf := make([]byte, 65536)
+	start := monotime.Now()
+	for i := 0; i < iters; i++ {
+		send(a, b.LocalAddr())
+		recv(a, buf)
+	}
+	el := monotime.Now() - start
+	<-done
+	return float64(el) / float64(iters) / 2 / 1e3
+}
+
+// The device's 8-byte round trip over UDP on loopback beside a plain Go UDP
+// ping-pong of the same frame size, in the same run (target: within 1.5x).
+func BenchmarkUDP8B(b *testing.B) {
+	a, c := udpPair(b, 8192, 8)
+	raw := rawUDP(b, 8, 8, 2000)
+	b.ResetTimer()
+	r, err := Run(a, c, ModePush, CondLinkMem, 8, 100, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.RTTHalfUs, "rtt_half_us")
+	b.ReportMetric(r.RTTHalfP50Us, "rtt_half_p50_us")
+	b.ReportMetric(raw, "raw_rtt_half_us")
+	b.ReportMetric(r.RTTHalfUs/raw, "x_raw")
+	b.ReportMetric(float64(r.Retransmits), "retransmits")
+}
+
+// 1 MiB bandwidth over UDP beside a plain UDP stream of the device's packet
+// size, both as ping-pongs of 1 MiB (target: at least 70%).
+func BenchmarkUDP1MiB(b *testing.B) {
+	const payload = 32 << 10
+	a, c := udpPair(b, payload, 1<<20)
+	raw := rawUDP(b, 1<<20, payload, 50)
+	b.ResetTimer()
+	r, err := Run(a, c, ModePush, CondLinkMem, 1<<20, 3, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawMBps := float64(1<<20) / raw
+	b.ReportMetric(r.MBps, "MB/s")
+	b.ReportMetric(rawMBps, "raw_MB/s")
+	b.ReportMetric(r.MBps/rawMBps, "x_raw")
+	b.ReportMetric(float64(r.Retransmits), "retransmits")
+}
+
+// The device over AF_PACKET on a veth pair in a namespace of its own.
+func BenchmarkAFPacket8B(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("AF_PACKET needs root")
+	}
+	ns, err := netsetup.NewNamespace("dimmnet-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer netsetup.DeleteNamespace("dimmnet-bench")
+	defer ns.Close()
+	if err := netsetup.VethPair(ns, "dnb1", "dnb2", nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	a, c := portPair(b, 8, func(d *vdev.Device) (link.Port, error) {
+		var p link.Port
+		err := netsetup.Run(ns, func() error {
+			var err error
+			p, err = link.OpenAFPacket([]string{"", "dnb1", "dnb2"}[d.Node()], d.MAC())
+			return err
+		})
+		return p, err
+	})
+	b.ResetTimer()
+	r, err := Run(a, c, ModePush, CondLinkMem, 8, 100, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.RTTHalfUs, "rtt_half_us")
+	b.ReportMetric(r.RTTHalfP50Us, "rtt_half_p50_us")
+	b.ReportMetric(float64(r.Retransmits), "retransmits")
+}
