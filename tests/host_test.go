@@ -443,3 +443,34 @@ func TestStatCommand(t *testing.T) {
 		}
 	}
 }
+
+// Two daemons (as on two hosts) joined by UDP: their devices ping-pong
+// through real sockets, the peers file naming every node.
+func TestTwoDaemonsOverUDP(t *testing.T) {
+	var ports [2]string
+	for i := range ports {
+		l, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.LocalAddr().String()
+		l.Close()
+	}
+	peers := filepath.Join(t.TempDir(), "peers")
+	os.WriteFile(peers, []byte(fmt.Sprintf("# two daemons\nnode 0 %s\nnode 1 %s\n", ports[0], ports[1])), 0o644)
+	a := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "0")
+	b := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "1")
+	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", a.sock(0)+","+filepath.Join(b.dir, "node1.sock"),
+		"--json", "-q", "--max", "64", "--iters", "20").Output()
+	if err != nil {
+		t.Fatalf("pingpong over UDP: %v\n%s\n%s", err, a.stderr, b.stderr)
+	}
+	var recs []pingpong.Result
+	if err := json.Unmarshal(out, &recs); err != nil || len(recs) != 4*4 {
+		t.Fatalf("records %d: %v\n%s", len(recs), err, out)
+	}
+	d := attach(t, a.sock(0))
+	if d.Counter(uapi.CtrRxPkts) == 0 || d.Counter(uapi.CtrCRCFail) != 0 {
+		t.Fatalf("node 0: RX_PKTS %d CRC_FAIL %d", d.Counter(uapi.CtrRxPkts), d.Counter(uapi.CtrCRCFail))
+	}
+}

@@ -150,3 +150,85 @@ func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
 		return nil
 	})
 }
+
+// daemonPorts opens the daemon's devices' ports on the chosen medium: the
+// in-memory hub (every device in this daemon), UDP to the nodes a peers
+// file lists (daemons on several hosts), AF_PACKET on an interface, or one
+// TAP per device on a bridge (VMs on one host). The cleanup removes TAPs
+// the daemon made.
+func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
+	var fc fault.Config
+	if faultSpec != "" {
+		var err error
+		if fc, err = fault.Parse(faultSpec); err != nil {
+			return nil, nil, err
+		}
+	}
+	var open func(d *vdev.Device) (link.Port, error)
+	var made []string
+	cleanup := func() error {
+		var errs []error
+		for _, n := range made {
+			errs = append(errs, netsetup.Delete(netns.None(), n))
+		}
+		return errors.Join(errs...)
+	}
+	switch kind {
+	case "", "mem":
+		hub := link.NewHub(payload+wire.FrameOverhead, 256)
+		open = func(d *vdev.Device) (link.Port, error) { return hub.Attach(d.MAC()) }
+	case "udp":
+		if peersFile == "" {
+			return nil, nil, errors.New("--link udp needs --peers FILE (lines: node <id> <host:port>)")
+		}
+		f, err := os.Open(peersFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		peers, err := link.ParsePeers(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("peers file %s: %w", peersFile, err)
+		}
+		mtu := min(payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
+		open = func(d *vdev.Device) (link.Port, error) {
+			own, ok := peers[d.MAC().String()]
+			if !ok {
+				return nil, fmt.Errorf("peers file %s has no line for node %d", peersFile, d.Node())
+			}
+			return link.ListenUDP(own, d.MAC(), peers, mtu)
+		}
+	case "afpacket":
+		if ifname == "" {
+			return nil, nil, errors.New("--link afpacket needs --ifname IF")
+		}
+		open = func(d *vdev.Device) (link.Port, error) { return link.OpenAFPacket(ifname, d.MAC()) }
+	case "tap":
+		if bridge == "" {
+			return nil, nil, errors.New("--link tap needs --bridge NAME")
+		}
+		if err := netsetup.Bridge(netns.None(), bridge); err != nil {
+			return nil, nil, err
+		}
+		open = func(d *vdev.Device) (link.Port, error) {
+			name := fmt.Sprintf("dimmnet%d", d.Node())
+			if err := netsetup.TAP(netns.None(), name, bridge, net.HardwareAddr{0x02, 0x54, 0x41, 0x50, byte(d.Node() >> 8), byte(d.Node())}); err != nil {
+				return nil, err
+			}
+			made = append(made, name)
+			return link.OpenTAP(name, d.MAC())
+		}
+	default:
+		return nil, nil, fmt.Errorf("--link %q: want mem, udp, afpacket or tap", kind)
+	}
+	wrapped := func(d *vdev.Device) (link.Port, error) {
+		p, err := open(d)
+		if err != nil || !fc.Active() {
+			return p, err
+		}
+		c := fc
+		c.Seed += int64(d.Node())
+		return fault.Wrap(p, c), nil
+	}
+	return wrapped, cleanup, nil
+}

@@ -29,6 +29,12 @@ func serveCmd(args []string) error {
 	keep := fs.Bool("keep", false, "leave the /dev/shm regions behind on exit")
 	shmDir := fs.String("shm-dir", "/dev/shm", "where the regions' files go")
 	logJSON := fs.Bool("log-json", false, "log as JSON instead of text")
+	linkKind := fs.String("link", "mem", "what joins the devices: mem (in this daemon), udp (--peers), afpacket (--ifname), tap (--bridge)")
+	nodeBase := fs.Int("node-base", 0, "node id of the first device (daemons on several hosts each serve a range)")
+	peersFile := fs.String("peers", "", "udp: a file of lines `node <id> <host:port>` for every node, this daemon's included")
+	ifname := fs.String("ifname", "", "afpacket: the interface (a veth end, a NIC) the devices send on")
+	bridge := fs.String("bridge", "", "tap: the bridge the devices' TAPs (dimmnet<node>) join; made if missing")
+	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,15 +60,20 @@ func serveCmd(args []string) error {
 
 	ids := make([]uint16, *nodes)
 	for i := range ids {
-		ids[i] = uint16(i)
+		ids[i] = uint16(*nodeBase + i)
 	}
+	open, undo, err := daemonPorts(*linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec)
+	if err != nil {
+		return err
+	}
+	defer undo()
 	cfg := vdev.Config{
 		RegionSize: *regionMiB << 20,
 		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
 		Vectors:    *vectors,
 		KeepRegion: *keep,
 	}
-	local, err := vdev.NewLocal(cfg, *payload, ids...)
+	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
 		return err
 	}
