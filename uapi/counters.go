@@ -35,6 +35,8 @@ const (
 	CtrTimeouts                        // retransmission timeouts
 	CtrCRCFail                         // frames with a bad CRC32C, dropped
 	CtrHolds                           // frames held for a peer (lossy links)
+	CtrMisplaced                       // TAGGED writes refused: the frame belongs to another port
+	CtrPagingHolds                     // peers held while their paging request is handled
 	NumCounters
 )
 
@@ -45,7 +47,7 @@ var CounterNames = [NumCounters]string{
 	"RX_BAD_ADDR", "RX_MALFORMED", "RX_FOREIGN", "RINGFULL_HOLDS",
 	"RINGFULL_NACKS", "NACKS_RX", "RETRANSMITS", "DUPLICATES", "OUT_OF_ORDER",
 	"STATUS_FULL_STALLS", "INTERLEAVED", "ACKS_TX", "ACKS_RX", "SLEEPS",
-	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS",
+	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS", "MISPLACED", "PAGING_HOLDS",
 }
 
 func (c Counter) String() string {

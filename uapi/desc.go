@@ -13,10 +13,12 @@ const (
 	OpPULL     Opcode = 4 // RDMA read: remote link memory at RemoteAddr -> local link memory
 	OpIPUSH    Opcode = 5 // indirect push: the receiver's device chooses where data lands (AMT ring)
 	OpREADDONE Opcode = 6 // AMT ring in device-head mode: advance ring RemoteAddr's head to Imm
-	NumOpcodes        = 7
+	OpPAGE     Opcode = 7 // LMMC remote paging request: page port Imm into DstNode's frame RemoteAddr
+	OpPAGEDONE Opcode = 8 // LMMC: paging for DstNode's request is done; place its data again
+	NumOpcodes        = 9
 )
 
-var opNames = [NumOpcodes]string{"INVALID", "NOP", "FENCE", "PUSH", "PULL", "IPUSH", "READ_DONE"}
+var opNames = [NumOpcodes]string{"INVALID", "NOP", "FENCE", "PUSH", "PULL", "IPUSH", "READ_DONE", "PAGE", "PAGE_DONE"}
 
 func (o Opcode) String() string {
 	if int(o) < len(opNames) {
@@ -36,6 +38,8 @@ var OpcodeDocs = []struct {
 	{OpPULL, "RDMA read of Length bytes at RemoteAddr on DstNode into LocalAddr; completes with a PULL_DONE status"},
 	{OpIPUSH, "indirect push of Length bytes from LocalAddr to process DstProc on DstNode: its device places them at the tail of the ring its AMT Address Table names for SrcProc (with DIRECT_AMT: ring RemoteAddr)"},
 	{OpREADDONE, "for an AMT ring in device-head mode: the driver has read up to ring position Imm of ring RemoteAddr; the device advances the head (DIMMnet-2's Prefetch Window read done)"},
+	{OpPAGE, "LMMC remote paging request to DstNode: page port Imm into its link page frame RemoteAddr; it travels in order with the data, the receiver gets a PAGE_REQ status and its device then places nothing more from this node until its driver posts PAGE_DONE"},
+	{OpPAGEDONE, "LMMC: the driver has paged for DstNode's request; the device places that node's data again"},
 }
 
 // Command flags (Desc.Flags).
@@ -43,7 +47,8 @@ const (
 	FlagSignal    = 1 << 0 // write a DONE status when the command completes (errors always do)
 	FlagPktStatus = 1 << 1 // the receiver writes a status per packet, not per message
 	FlagDirectAMT = 1 << 2 // IPUSH: RemoteAddr is the receiver's AMT index (no AMT Address Table)
-	FlagsValid    = FlagSignal | FlagPktStatus | FlagDirectAMT
+	FlagTagged    = 1 << 3 // PUSH: Operand's low 16 bits name the LMMC port whose frames it must land in
+	FlagsValid    = FlagSignal | FlagPktStatus | FlagDirectAMT | FlagTagged
 )
 
 // FlagNames names the command flag bits for the datasheet.
@@ -55,6 +60,7 @@ var FlagNames = []struct {
 	{FlagSignal, "SIGNAL", "write a DONE status when the command completes (errors always write one)"},
 	{FlagPktStatus, "PKT_STATUS", "the receiver writes a status for every packet, not once per message"},
 	{FlagDirectAMT, "DIRECT_AMT", "IPUSH: RemoteAddr names the receiver's AMT entry (the variant without the AMT Address Table)"},
+	{FlagTagged, "TAGGED", "PUSH: OPERAND's low 16 bits are an LMMC port; the receiver refuses (and counts MISPLACED) a write to a link page frame whose tag differs; the receiver writes no status for it (LMMC's plain remote write) unless PKT_STATUS"},
 }
 
 // DescSize is the size of a command descriptor.
@@ -101,7 +107,7 @@ var DescFields = []Field{
 	{24, 8, "REMOTE_ADDR", "remote link address (8-byte aligned); AMT index for DIRECT_AMT / READ_DONE"},
 	{32, 8, "COOKIE", "returned in this command's DONE or ERROR status"},
 	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
-	{48, 8, "OPERAND", "reserved (atomics)"},
+	{48, 8, "OPERAND", "TAGGED PUSH: the LMMC port (low 16 bits); otherwise reserved (atomics)"},
 	{56, 8, "SEQ", "publishes the slot: its free-running index + 1, stored last and atomically (the device polls it)"},
 }
 

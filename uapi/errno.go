@@ -21,13 +21,14 @@ const (
 	EUnreachable       // the peer stopped acknowledging
 	EBadHead           // READ_DONE: new head outside [head, tail] or ring not in device-head mode
 	ETooBig            // IPUSH: message larger than the ring can ever hold
+	EBadTag            // TAGGED PUSH into a link page frame of another port (counted MISPLACED there)
 	NumErrnos
 )
 
 var errNames = [NumErrnos]string{
 	"OK", "BAD_OPCODE", "BAD_FLAGS", "BAD_LENGTH", "BAD_ALIGN", "BAD_ADDR",
 	"REMOTE_ADDR", "NO_AMT_ENTRY", "BAD_AMT", "BAD_NODE", "UNREACHABLE",
-	"BAD_HEAD", "TOO_BIG",
+	"BAD_HEAD", "TOO_BIG", "BAD_TAG",
 }
 
 // ErrnoDocs are the datasheet's explanations, indexed by Errno.
@@ -45,6 +46,7 @@ var ErrnoDocs = [NumErrnos]string{
 	"the peer stopped acknowledging",
 	"READ_DONE: new head outside [head, tail], or the ring is not in device-head mode",
 	"IPUSH: message larger than the ring can ever hold",
+	"TAGGED PUSH into a link page frame that belongs to another LMMC port (refused there and counted MISPLACED)",
 }
 
 func (e Errno) String() string {

@@ -128,6 +128,7 @@ type Geometry struct {
 	PageSize     uint64
 	MTU          uint64
 	AMTATMirOff  uint64
+	FrameTagOff  uint64
 }
 
 // ReadGeometry loads the geometry registers.
@@ -150,7 +151,16 @@ func (r Region) ReadGeometry() Geometry {
 		PageSize:     r.Load64(RegPageSizeReg),
 		MTU:          r.Load64(RegMTU),
 		AMTATMirOff:  r.Load64(RegAMTATMirOff),
+		FrameTagOff:  r.Load64(RegFrameTagOff),
 	}
+}
+
+// Frames is the number of link page frames (LMMC).
+func (g Geometry) Frames() uint64 {
+	if g.PageSize == 0 {
+		return 0
+	}
+	return g.LinkMemSize / g.PageSize
 }
 
 // Validate checks that every part lies inside a region of n bytes and that
@@ -176,6 +186,7 @@ func (g Geometry) Validate(n uint64) error {
 		{"scratch", g.ScratchOff, g.ScratchSize},
 		{"link memory", g.LinkMemOff, g.LinkMemSize},
 		{"AMT Address Table mirror", g.AMTATMirOff, g.AMTATEntries * 4},
+		{"frame tag table", g.FrameTagOff, g.Frames() * 4},
 	} {
 		if err := in(p.name, p.off, p.size); err != nil {
 			return err

@@ -14,10 +14,11 @@ const (
 	StDone         StatusType = 5 // a signaled command completed
 	StError        StatusType = 6 // a command failed: Opcode, CmdIndex and Err say which and why
 	StRingFull     StatusType = 7 // hold mode: an IPUSH ring is full, receiving stopped until its head moves
-	NumStatusTypes            = 8
+	StPageReq      StatusType = 8 // LMMC remote paging request from SrcNode: port Imm into frame Addr
+	NumStatusTypes            = 9
 )
 
-var stNames = [NumStatusTypes]string{"INVALID", "PUSH", "IPUSH_PKT", "IPUSH_MSG", "PULL_DONE", "DONE", "ERROR", "RING_FULL"}
+var stNames = [NumStatusTypes]string{"INVALID", "PUSH", "IPUSH_PKT", "IPUSH_MSG", "PULL_DONE", "DONE", "ERROR", "RING_FULL", "PAGE_REQ"}
 
 func (t StatusType) String() string {
 	if int(t) < len(stNames) {
@@ -38,6 +39,7 @@ var StatusTypeDocs = []struct {
 	{StDone, "a signaled command completed (PUSH/IPUSH: acknowledged by the receiver)"},
 	{StError, "a command failed: OPCODE, CMD_INDEX and ERR name it and the reason"},
 	{StRingFull, "hold mode: ring AMT is full; receiving on the link stops until its head moves (one per stall)"},
+	{StPageReq, "LMMC remote paging request from SRC_NODE: page port IMM into link page frame ADDR; nothing more from that node is placed until the driver posts PAGE_DONE"},
 }
 
 // Status flags.

@@ -143,7 +143,8 @@ func New(cfg Config) (*Device, error) {
 	g.StatqOff = g.LLCMOff
 	g.AMTOff = g.StatqOff + g.StatqEntries*uapi.StatusSize
 	g.AMTATMirOff = roundUp(g.AMTOff+g.AMTEntries*uapi.AMTSize, 64)
-	g.ScratchOff = roundUp(g.AMTATMirOff+g.AMTATEntries*4, 64)
+	g.FrameTagOff = roundUp(g.AMTATMirOff+g.AMTATEntries*4, 64)
+	g.ScratchOff = roundUp(g.FrameTagOff+4*g.RegionSize/g.PageSize, 64) // room for every frame link memory can hold
 	g.LinkMemOff = roundUp(g.ScratchOff+16<<10, g.PageSize)
 	g.ScratchSize = g.LinkMemOff - g.ScratchOff
 	g.LLCMSize = g.LinkMemOff - g.LLCMOff
@@ -203,6 +204,7 @@ func New(cfg Config) (*Device, error) {
 		{uapi.RegLinkMemOff, g.LinkMemOff}, {uapi.RegLinkMemSize, g.LinkMemSize},
 		{uapi.RegPageSizeReg, g.PageSize}, {uapi.RegProcsPerNode, uapi.ProcsPerNode},
 		{uapi.RegAMTATMirOff, g.AMTATMirOff}, {uapi.RegVectors, uint64(cfg.Vectors)},
+		{uapi.RegFrameTagOff, g.FrameTagOff},
 		{uapi.RegRingFullMode, uint64(cfg.RingFullMode)},
 		{uapi.RegWinBase, 0}, {uapi.RegWinSize, g.LinkMemSize},
 		{uapi.RegMTU, 64},

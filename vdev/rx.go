@@ -135,6 +135,14 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		d.port.Release(f)
 		return false
 	}
+	if p.pagingHold && h.Type != wire.TypePage {
+		// The driver is paging for this peer's request: nothing more from
+		// it is placed until PAGE_DONE (later frames are out of order and
+		// come again; retransmissions of this one get hold-flagged ACKs).
+		p.held = f
+		d.holding++
+		return true
+	}
 	var out outcome
 	var code uapi.Errno
 	switch h.Type {
@@ -146,6 +154,8 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		out, code = d.rxPullReq(p, h)
 	case wire.TypePullResp:
 		out, code = d.rxPullResp(p, h, payload)
+	case wire.TypePage:
+		out, code = d.rxPage(p, h)
 	}
 	switch out {
 	case delivered:
@@ -191,6 +201,33 @@ func (d *Device) inWindow(addr uint64, n uint32) bool {
 	return addr >= base && addr-base <= size && uint64(n) <= size-(addr-base)
 }
 
+// rxPage delivers an LMMC paging request to the driver and holds the peer
+// until the driver posts PAGE_DONE: data behind the request waits for the
+// page-out and page-in, in the same ordered stream.
+func (d *Device) rxPage(p *peer, h *wire.Header) (outcome, uapi.Errno) {
+	if !d.statusRoom(1) {
+		d.noteStatusFull()
+		return statusFull, 0
+	}
+	d.postStatus(&uapi.Status{Type: uapi.StPageReq, SrcNode: h.SrcNode, SrcProc: h.SrcProc, MsgID: h.MsgID, Imm: h.Imm, Addr: h.Addr})
+	p.pagingHold = true
+	d.count(uapi.CtrPagingHolds, 1)
+	return delivered, 0
+}
+
+// tagsMatch checks a TAGGED write against the frame tag table: every link
+// page frame it touches must belong to its port.
+func (d *Device) tagsMatch(addr uint64, n uint32, tag uint16) bool {
+	ps := d.g.PageSize
+	last := (addr + uint64(max(n, 1)) - 1) / ps
+	for f := addr / ps; f <= last; f++ {
+		if d.r.Load32At(d.g.FrameTagOff+4*f) != uint32(tag) {
+			return false
+		}
+	}
+	return true
+}
+
 func (d *Device) rxPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	n := uint32(len(payload))
 	if !consistent(h, len(payload)) {
@@ -201,8 +238,14 @@ func (d *Device) rxPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 		d.count(uapi.CtrRxBadAddr, 1)
 		return refused, uapi.ERemoteAddr
 	}
+	if h.Flags&wire.FlagTagged != 0 && !d.tagsMatch(h.Addr, n, h.Tag) {
+		d.count(uapi.CtrMisplaced, 1)
+		return refused, uapi.EBadTag
+	}
 	pkt := h.Flags&wire.FlagPktStatus != 0
-	last := h.Flags&wire.FlagLast != 0
+	// A TAGGED write is LMMC's plain remote write: no software runs on the
+	// receiving side, so it gets no status (unless per packet is asked).
+	last := h.Flags&wire.FlagLast != 0 && h.Flags&wire.FlagTagged == 0
 	if (pkt || last) && !d.statusRoom(1) {
 		d.noteStatusFull()
 		return statusFull, 0

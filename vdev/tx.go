@@ -62,23 +62,24 @@ type txEntry struct {
 
 // peer is the per-destination reliability state.
 type peer struct {
-	node     uint16
-	nextSeq  uint32
-	acked    uint32 // highest cumulative ACK received
-	unacked  []txEntry
-	jobs     []*job // PUSH/IPUSH awaiting ACK, in sequence order
-	resp     []*respJob
-	deadline int64  // >0: retransmission timer (RTO, or a NACK's go-back)
-	resend   bool   // the deadline is a NACK's go-back, not a timeout
-	backoff  int64  // current retransmission interval
-	srtt     int64  // smoothed round trip of acknowledged packets, ns
-	timeouts int    // consecutive timeouts without progress
-	expect   uint32 // next sequence number to accept
-	gotAny   bool   // something was accepted, so Ack = expect-1 means something
-	owedCtl  []ctl  // NACKs the link could not take yet
-	held     []byte // hold mode: the frame this peer sent that we cannot place yet
-	ackDue   bool
-	pulls    map[uint32]*job
+	node       uint16
+	nextSeq    uint32
+	acked      uint32 // highest cumulative ACK received
+	unacked    []txEntry
+	jobs       []*job // PUSH/IPUSH awaiting ACK, in sequence order
+	resp       []*respJob
+	deadline   int64  // >0: retransmission timer (RTO, or a NACK's go-back)
+	resend     bool   // the deadline is a NACK's go-back, not a timeout
+	backoff    int64  // current retransmission interval
+	srtt       int64  // smoothed round trip of acknowledged packets, ns
+	timeouts   int    // consecutive timeouts without progress
+	expect     uint32 // next sequence number to accept
+	gotAny     bool   // something was accepted, so Ack = expect-1 means something
+	owedCtl    []ctl  // NACKs the link could not take yet
+	held       []byte // hold mode: the frame this peer sent that we cannot place yet
+	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
+	ackDue     bool
+	pulls      map[uint32]*job
 }
 
 func (d *Device) peerOf(node uint16) *peer {
@@ -216,8 +217,12 @@ func (d *Device) validate(c *uapi.Desc) uapi.Errno {
 	if c.Opcode == 0 || c.Opcode >= uapi.NumOpcodes {
 		return uapi.EBadOpcode
 	}
-	if c.Flags&^uapi.FlagsValid != 0 || c.Flags&uapi.FlagDirectAMT != 0 && c.Opcode != uapi.OpIPUSH {
+	if c.Flags&^uapi.FlagsValid != 0 || c.Flags&uapi.FlagDirectAMT != 0 && c.Opcode != uapi.OpIPUSH ||
+		c.Flags&uapi.FlagTagged != 0 && (c.Opcode != uapi.OpPUSH || c.Operand == 0 || c.Operand > 0xffff) {
 		return uapi.EBadFlags
+	}
+	if (c.Opcode == uapi.OpPAGE || c.Opcode == uapi.OpPAGEDONE) && c.DstNode == d.node {
+		return uapi.EBadNode
 	}
 	switch c.Opcode {
 	case uapi.OpPUSH, uapi.OpPULL, uapi.OpIPUSH:
@@ -255,6 +260,11 @@ func (d *Device) execute(c uapi.Desc, idx uint64) {
 		}
 	case uapi.OpREADDONE:
 		d.readDone(&c, idx)
+	case uapi.OpPAGEDONE:
+		if p := d.peers[c.DstNode]; p != nil && p.pagingHold {
+			p.pagingHold = false // its held frame is retried on the next pass
+		}
+		d.done(&c, idx)
 	default: // PUSH, IPUSH, PULL
 		d.msgID++
 		j := d.newJob()
@@ -310,7 +320,7 @@ func (d *Device) advance(j *job) bool {
 	}
 	p := j.peer
 	total := j.desc.Length
-	if j.desc.Opcode == uapi.OpPULL {
+	if j.desc.Opcode == uapi.OpPULL || j.desc.Opcode == uapi.OpPAGE {
 		total = 1 // one request packet
 	}
 	for burst := 0; j.off < total; burst++ {
@@ -324,6 +334,8 @@ func (d *Device) advance(j *job) bool {
 			typ = wire.TypeIPush
 		case uapi.OpPULL:
 			typ, n = wire.TypePullReq, 0
+		case uapi.OpPAGE:
+			typ, n = wire.TypePage, 0
 		}
 		e := txEntry{seq: p.nextSeq, typ: typ, j: j, off: j.off, n: n, last: j.off+max(n, 1) >= total}
 		if err := d.transmit(p, &e); err != nil {
@@ -364,6 +376,12 @@ func (d *Device) transmit(p *peer, e *txEntry) error {
 		switch e.typ {
 		case wire.TypePush:
 			h.Addr = c.RemoteAddr + uint64(e.off)
+			if c.Flags&uapi.FlagTagged != 0 {
+				h.Flags |= wire.FlagTagged
+				h.Tag = uint16(c.Operand)
+			}
+		case wire.TypePage:
+			h.Addr, h.Imm = c.RemoteAddr, c.Imm // frame, port
 		case wire.TypeIPush:
 			if c.Flags&uapi.FlagDirectAMT != 0 {
 				h.Flags |= wire.FlagDirectAMT

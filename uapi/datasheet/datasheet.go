@@ -26,6 +26,7 @@ func Render() string {
 	p("| LLCM: receive status ring | STATQ_OFF | STATQ_ENTRIES x %d B entries |\n", uapi.StatusSize)
 	p("| LLCM: AMT | AMT_OFF | AMT_ENTRIES x %d B entries |\n", uapi.AMTSize)
 	p("| LLCM: AMT Address Table mirror | AMTAT_MIRROR_OFF | AMTAT_ENTRIES x 4 B, read-only |\n")
+	p("| LLCM: frame tag table | FRAME_TAG_OFF | LINKMEM_SIZE / PAGE_SIZE x 4 B: the LMMC port of each link page frame (0: untagged) |\n")
 	p("| LLCM: scratch | SCRATCH_OFF | SCRATCH_SIZE (free for drivers) |\n")
 	p("| link memory | LINKMEM_OFF | LINKMEM_SIZE: the rest of the region |\n\n")
 	p("The region is a power of two in size, at least %d bytes (QEMU maps the whole file as BAR2).\n\n", uapi.MinRegionSize)
@@ -120,6 +121,7 @@ var counterDocs = [uapi.NumCounters]string{
 	"per-message statuses whose message was interleaved with another", "standalone ACK frames sent",
 	"ACK frames received", "times the engine slept on this device", "doorbell wake-ups",
 	"retransmission timeouts", "frames with a bad CRC32C, dropped", "frames held for a peer",
+	"TAGGED writes refused: the link page frame belongs to another port", "peers held while their paging request is handled",
 }
 
 func fields(p func(string, ...any), fs []uapi.Field) {

@@ -54,7 +54,7 @@ const Version1 uint8 = 1
 // Byte offsets of header fields, for code that patches a header in place.
 const (
 	offChecksum = 60
-	offReserved = 58
+	offTag      = 58
 )
 
 // LayerTypeDimmnet is the gopacket layer type of [Header]. 1885 lies in
@@ -98,6 +98,9 @@ const (
 	TypeAck Type = 5
 	// TypeNack reports a failure; Code says why.
 	TypeNack Type = 6
+	// TypePage is an LMMC remote paging request: page port Imm into the
+	// receiver's link page frame Addr. Sequenced with the data it orders.
+	TypePage Type = 7
 )
 
 var typeNames = [...]string{
@@ -107,11 +110,12 @@ var typeNames = [...]string{
 	TypePullResp: "PULLRESP",
 	TypeAck:      "ACK",
 	TypeNack:     "NACK",
+	TypePage:     "PAGE",
 }
 
 // Valid reports whether t is a defined type, so receivers can drop
 // packets from incompatible peers before acting on them.
-func (t Type) Valid() bool { return t >= TypePush && t <= TypeNack }
+func (t Type) Valid() bool { return t >= TypePush && t <= TypePage }
 
 // String names the type the way the protocol documentation does, for logs
 // and packet dumps.
@@ -155,10 +159,13 @@ const (
 	// reserved value, so every 32-bit number is a usable sequence number and
 	// the count may wrap.
 	FlagSeq Flags = 1 << 8
+	// FlagTagged says Tag names the LMMC port whose link page frames the
+	// PUSH must land in; the receiver refuses it elsewhere.
+	FlagTagged Flags = 1 << 9
 )
 
 var flagNames = [...]string{
-	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq",
+	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq", "Tagged",
 }
 
 // String lists the set flags separated by "|" (unknown bits as hex), so a
@@ -244,6 +251,8 @@ type Header struct {
 	Imm uint64
 	// Code is the NACK reason or error code.
 	Code uint16
+	// Tag is the LMMC port a tagged PUSH must land in (FlagTagged).
+	Tag uint16
 	// Checksum is the CRC32C of the header (this field as zero) and the
 	// payload; meaningful only with FlagCRC.
 	Checksum uint32
@@ -296,7 +305,7 @@ func (h *Header) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 	h.Addr = binary.LittleEndian.Uint64(data[40:])
 	h.Imm = binary.LittleEndian.Uint64(data[48:])
 	h.Code = binary.LittleEndian.Uint16(data[56:])
-	// data[58:60] is reserved: ignored on receive.
+	h.Tag = binary.LittleEndian.Uint16(data[offTag:])
 	h.Checksum = binary.LittleEndian.Uint32(data[offChecksum:])
 
 	rest := data[HeaderLen:]
@@ -388,7 +397,7 @@ func (h *Header) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[40:], h.Addr)
 	binary.LittleEndian.PutUint64(b[48:], h.Imm)
 	binary.LittleEndian.PutUint16(b[56:], h.Code)
-	binary.LittleEndian.PutUint16(b[offReserved:], 0)
+	binary.LittleEndian.PutUint16(b[offTag:], h.Tag)
 	binary.LittleEndian.PutUint32(b[offChecksum:], h.Checksum)
 }
 

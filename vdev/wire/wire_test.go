@@ -384,7 +384,7 @@ func TestBadVersionAndType(t *testing.T) {
 		}
 	}
 	h.Version = Version1
-	for _, ty := range []Type{0, 7, 255} {
+	for _, ty := range []Type{0, 8, 255} {
 		h.Type = ty
 		if _, _, err := p.Parse(AppendFrame(nil, macB, macA, &h, nil)); !errors.Is(err, ErrBadType) {
 			t.Errorf("type %d: %v", ty, err)
@@ -400,18 +400,13 @@ func TestBadVersionAndType(t *testing.T) {
 
 // Reserved bytes are ignored on receive but covered by the CRC, because
 // the receiver checksums the bytes it got, not a re-encoding.
-func TestReservedIgnored(t *testing.T) {
-	for _, flags := range []Flags{0, FlagCRC} {
+func TestTagRoundTrip(t *testing.T) {
+	for _, flags := range []Flags{FlagTagged, FlagTagged | FlagCRC} {
 		h := sampleHeader(flags)
-		frame := AppendFrame(nil, macB, macA, &h, payloadOf(3))
-		frame[EthHeaderLen+58], frame[EthHeaderLen+59] = 0x12, 0x34
-		if flags&FlagCRC != 0 {
-			crc := ComputeChecksum(frame[EthHeaderLen:FrameOverhead], frame[FrameOverhead:])
-			frame[EthHeaderLen+60], frame[EthHeaderLen+61] = byte(crc), byte(crc>>8)
-			frame[EthHeaderLen+62], frame[EthHeaderLen+63] = byte(crc>>16), byte(crc>>24)
-		}
-		if _, _, err := NewParser().Parse(frame); err != nil {
-			t.Fatalf("flags %v: %v", flags, err)
+		h.Tag = 0x1234
+		got, _, err := NewParser().Parse(AppendFrame(nil, macB, macA, &h, payloadOf(3)))
+		if err != nil || got.Tag != 0x1234 {
+			t.Fatalf("flags %v: tag %#x, %v", flags, got.Tag, err)
 		}
 	}
 }
@@ -499,8 +494,9 @@ func TestStrings(t *testing.T) {
 		FlagCRC:                 "CRC",
 		FlagFirst | FlagLast:    "Last|First",
 		0xff:                    "PktStatus|Last|First|DirectAMT|CRC|Hold|AckValid|Signal",
-		FlagSignal | 0x8200:     "Signal|0x8200",
-		0x0200:                  "0x200",
+		FlagSignal | 0x8400:     "Signal|0x8400",
+		0x0400:                  "0x400",
+		FlagTagged:              "Tagged",
 		FlagHold | FlagAckValid: "Hold|AckValid",
 	} {
 		if f.String() != want {
