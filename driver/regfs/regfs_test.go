@@ -148,7 +148,7 @@ func TestRegisterFiles(t *testing.T) {
 		}
 		info := read(t, filepath.Join(dir, "info"))
 		g := d.Geometry()
-		for _, want := range []string{fmt.Sprintf("node      %d\n", node), "abi       2\n", "state     1 running\n",
+		for _, want := range []string{fmt.Sprintf("node      %d\n", node), fmt.Sprintf("abi       %d\n", uapi.ABIVersion), "state     1 running\n",
 			fmt.Sprintf("mtu       %d\n", g.MTU), fmt.Sprintf("linkmem   off %#x size %d\n", g.LinkMemOff, g.LinkMemSize)} {
 			if !strings.Contains(info, want) {
 				t.Errorf("info lacks %q:\n%s", want, info)

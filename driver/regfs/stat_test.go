@@ -38,7 +38,7 @@ func TestWriteStat(t *testing.T) {
 	}
 	out := buf.String()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if lines[0] != "node1: dimmnet node 1, ABI 2, running" {
+	if lines[0] != fmt.Sprintf("node1: dimmnet node 1, ABI %d, running", uapi.ABIVersion) {
 		t.Errorf("header %q", lines[0])
 	}
 	if want := 1 + 3 + len(uapi.Registers) + int(uapi.NumCounters) + int(uapi.NumTrace); len(lines) != want {
