@@ -73,8 +73,10 @@ type Driver struct {
 	amtatSeq  uint64
 	avgWait   int64   // ns, running average of WaitTail waits
 	rings     []*Ring // for Flush
-	spinFixed int64   // >= 0: DIMMNET_SPIN_NS's fixed budget
-	osYield   bool    // sched_yield while spinning (engine in another process)
+	aliveSeen uint64  // last ALIVE value read, and when (our clock)
+	aliveAt   int64
+	spinFixed int64 // >= 0: DIMMNET_SPIN_NS's fixed budget
+	osYield   bool  // sched_yield while spinning (engine in another process)
 }
 
 // Open attaches to the device behind t after checking its identity, ABI
@@ -334,7 +336,12 @@ func (d *Driver) Alive() error {
 	default:
 		return fmt.Errorf("state %d: %w", d.r.Load64(uapi.RegState), ErrDeviceStopped)
 	}
-	if a := int64(d.r.Load64(uapi.RegAlive)); monotime.Now()-a > staleNs {
+	// ALIVE is the device's clock, which a guest does not share: judge it
+	// by whether it moved within staleNs of our own clock.
+	now := monotime.Now()
+	if a := d.r.Load64(uapi.RegAlive); a != d.aliveSeen || d.aliveAt == 0 {
+		d.aliveSeen, d.aliveAt = a, now
+	} else if now-d.aliveAt > staleNs {
 		return ErrDeviceStale
 	}
 	return nil

@@ -95,7 +95,7 @@ func (t *hostTransport) setup(path string) error {
 		return fmt.Errorf("attach %s: server sent version %d: %w", path, v, ErrRefused)
 	}
 	if t.id, fd, err = recv(t.conn); err != nil || t.id < 0 {
-		return fmt.Errorf("attach %s: read own id %d: %v", path, t.id, err)
+		return fmt.Errorf("attach %s: read own id %d: %w", path, t.id, err)
 	}
 	if fd >= 0 {
 		unix.Close(fd) // the id message carries no fd
@@ -151,9 +151,7 @@ func (t *hostTransport) watch() {
 			return
 		}
 		if fd >= 0 {
-			t.mu.Lock()
-			t.extra = append(t.extra, fd)
-			t.mu.Unlock()
+			unix.Close(fd) // another peer's (or a further) vector: never used here
 			continue
 		}
 		if m == 0 {

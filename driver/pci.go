@@ -95,7 +95,7 @@ func FindPCI() ([]string, error) {
 		if err != nil {
 			continue
 		}
-		if uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic {
+		if uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic && doorbellCapable(b) {
 			out = append(out, b)
 		}
 		unix.Munmap(mem)
@@ -104,6 +104,18 @@ func FindPCI() ([]string, error) {
 		return nil, ErrNoPCIDevice
 	}
 	return out, nil
+}
+
+// doorbellCapable reports whether the ivshmem device at bdf is a doorbell
+// device (IVPosition 1 or more: the daemon is peer 0); a region attached as
+// ivshmem-plain would take our doorbell nowhere.
+func doorbellCapable(bdf string) bool {
+	regs, err := mapResource(bdf, 0, os.Getpagesize())
+	if err != nil {
+		return false
+	}
+	defer unix.Munmap(regs)
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&regs[ivPosition]))) >= 1
 }
 
 // FindPlainPCI returns the ivshmem devices that are not dimmnet devices:

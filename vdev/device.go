@@ -107,10 +107,7 @@ type Device struct {
 
 	// receive engine
 	peers    map[uint16]*peer
-	holding  int    // peers with a held frame (hold mode)
-	heldRF   bool   // a ring-full stall was counted (hold mode)
-	rfOwed   bool   // its RING_FULL status still waits for status ring room
-	rfAMT    uint16 // the ring that status names
+	holding  int // peers with a held frame (hold mode)
 	rings    []ringState
 	trace    bool
 	timers   int // peers with a retransmission armed

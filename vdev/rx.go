@@ -48,11 +48,9 @@ func (d *Device) pollRx() bool {
 				d.holding--
 				if !d.handle(f, true) {
 					busy = true // placed (or refused): the stall is over
+					p.heldRF, p.rfOwed = false, false
 				}
 			}
-		}
-		if d.holding == 0 {
-			d.heldRF, d.rfOwed = false, false // every stall is over, however it ended
 		}
 	}
 	for n := 0; n < 256; n++ {
@@ -118,6 +116,18 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			return false
 		}
 	}
+	if h.Flags&wire.FlagSeq != 0 && (!p.rxKnown || h.Code != p.rxEpoch) && !retry {
+		// A new sending session (the peer restarted, or gave up on us and
+		// started over): its sequence numbers start at 1 again.
+		p.rxEpoch, p.rxKnown = h.Code, true
+		p.expect, p.gotAny = 1, false
+		if p.held != nil {
+			d.port.Release(p.held)
+			p.held = nil
+			d.holding--
+		}
+		p.pagingHold = false
+	}
 	switch {
 	case h.Flags&wire.FlagSeq == 0 || int32(h.Seq-p.expect) > 0:
 		d.count(uapi.CtrOutOfOrder, 1) // dropped unacknowledged; the sender goes back
@@ -135,7 +145,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		d.port.Release(f)
 		return false
 	}
-	if p.pagingHold && h.Type != wire.TypePage {
+	if p.pagingHold { // a second paging request waits too: PAGE_DONE answers one at a time
 		// The driver is paging for this peer's request: nothing more from
 		// it is placed until PAGE_DONE (later frames are out of order and
 		// come again; retransmissions of this one get hold-flagged ACKs).
@@ -149,7 +159,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	case wire.TypePush:
 		out, code = d.rxPush(h, payload)
 	case wire.TypeIPush:
-		out, code = d.rxIPush(h, payload)
+		out, code = d.rxIPush(p, h, payload)
 	case wire.TypePullReq:
 		out, code = d.rxPullReq(p, h)
 	case wire.TypePullResp:
@@ -293,7 +303,7 @@ func stFlags(h *wire.Header) uint8 {
 	return f
 }
 
-func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+func (d *Device) rxIPush(p *peer, h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 	if !consistent(h, len(payload)) {
 		d.count(uapi.CtrRxMalformed, 1)
 		return refused, uapi.EBadLength
@@ -344,14 +354,14 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 		if tail-head > size {
 			return refused, uapi.EBadAMT // the driver scribbled the pointers
 		}
-		d.ringFullOnce(uint16(idx))
+		d.ringFullOnce(p, uint16(idx))
 		return ringFull, 0
 	}
-	if !d.flushRingFull() || (pkt || last) && !d.statusRoom(1) {
+	if !d.flushRingFull(p) || (pkt || last) && !d.statusRoom(1) {
 		d.noteStatusFull()
 		return statusFull, 0
 	}
-	d.heldRF = false
+	p.heldRF = false
 	at := base + (pos+pad)%size
 	copy(d.lm[at:at+n], payload)
 	if d.trace {
@@ -423,30 +433,30 @@ func (d *Device) rxIPush(h *wire.Header, payload []byte) (outcome, uapi.Errno) {
 // ringFullOnce starts a ring-full stall (hold mode): it counts the stall and
 // raises its one RING_FULL status, now or, when the status ring is full, as
 // soon as there is room (before the held packet is placed).
-func (d *Device) ringFullOnce(idx uint16) {
+func (d *Device) ringFullOnce(p *peer, idx uint16) {
 	if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 		return
 	}
-	if !d.heldRF {
-		d.heldRF = true
-		d.rfOwed, d.rfAMT = true, idx
+	if !p.heldRF { // a stall is per peer: other peers' traffic does not end it
+		p.heldRF = true
+		p.rfOwed, p.rfAMT = true, idx
 		d.count(uapi.CtrRingFullHolds, 1)
 	}
-	d.flushRingFull()
+	d.flushRingFull(p)
 }
 
 // flushRingFull posts a stall's RING_FULL status still owed; false while
 // the status ring has no room for it.
-func (d *Device) flushRingFull() bool {
-	if !d.rfOwed {
+func (d *Device) flushRingFull(p *peer) bool {
+	if !p.rfOwed {
 		return true
 	}
 	if !d.statusRoom(1) {
 		d.noteStatusFull()
 		return false
 	}
-	d.rfOwed = false
-	d.postStatus(&uapi.Status{Type: uapi.StRingFull, AMT: d.rfAMT, SrcNode: d.node})
+	p.rfOwed = false
+	d.postStatus(&uapi.Status{Type: uapi.StRingFull, AMT: p.rfAMT, SrcNode: d.node})
 	return true
 }
 

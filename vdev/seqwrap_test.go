@@ -28,6 +28,7 @@ func TestSequenceWrap(t *testing.T) {
 	pa, pb := a.peerOf(2), b.peerOf(1)
 	pa.nextSeq, pa.acked = start, start-1
 	pb.expect = start
+	pb.rxEpoch, pb.rxKnown = pa.txEpoch, true // the session is under way
 	e, err := NewEngine(a, b)
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,12 @@ type peer struct {
 	owedCtl    []ctl  // NACKs the link could not take yet
 	held       []byte // hold mode: the frame this peer sent that we cannot place yet
 	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
+	txEpoch    uint16 // our sending session with this peer (the Code field of data frames)
+	rxEpoch    uint16 // the peer's sending session we follow
+	rxKnown    bool   // rxEpoch was seen
+	heldRF     bool   // hold mode: this peer's ring-full stall was counted
+	rfOwed     bool   // its RING_FULL status still waits for status ring room
+	rfAMT      uint16 // the ring that status names
 	ackDue     bool
 	pulls      map[uint32]*job
 }
@@ -85,7 +91,9 @@ type peer struct {
 func (d *Device) peerOf(node uint16) *peer {
 	p := d.peers[node]
 	if p == nil {
-		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, pulls: map[uint32]*job{}}
+		// The epoch starts from the clock, so a restarted device's packets
+		// are known for a new session by the peer that still remembers it.
+		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, pulls: map[uint32]*job{}, txEpoch: uint16(monotime.Now() >> 24)}
 		d.peers[node] = p
 	}
 	return p
@@ -164,9 +172,11 @@ func (d *Device) pollCommands() bool {
 	return busy
 }
 
-// readDoneAhead runs READ_DONE commands queued behind a blocked transfer:
-// they are local, need no order with it, and may be what unblocks it (a
-// hold-mode stall on a device-head ring is released only by READ_DONE).
+// readDoneAhead runs READ_DONE and PAGE_DONE commands queued behind a
+// blocked transfer: they are local, need no order with it, and may be what
+// unblocks it (a hold-mode stall on a device-head ring is released only by
+// READ_DONE; two nodes paging towards each other each hold the data the
+// other's blocked transfer waits on until PAGE_DONE).
 func (d *Device) readDoneAhead() bool {
 	busy := false
 	for len(d.compQ) == 0 {
@@ -175,7 +185,7 @@ func (d *Device) readDoneAhead() bool {
 			break
 		}
 		desc := d.r.ReadDesc(slot)
-		if desc.Opcode != uapi.OpREADDONE {
+		if desc.Opcode != uapi.OpREADDONE && desc.Opcode != uapi.OpPAGEDONE {
 			break
 		}
 		idx := d.cmdHead
@@ -362,7 +372,7 @@ func (d *Device) advance(j *job) bool {
 
 // transmit encodes and sends one sequenced packet (first send or resend).
 func (d *Device) transmit(p *peer, e *txEntry) error {
-	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off}
+	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off, Code: p.txEpoch}
 	var payload []byte
 	if j := e.j; j != nil {
 		c := &j.desc
@@ -593,7 +603,9 @@ func (d *Device) retransmit(now int64) bool {
 		for i := range p.unacked {
 			e := &p.unacked[i]
 			if err := d.transmit(p, e); err != nil {
-				d.setDeadline(p, now+minBackoff, p.resend) // link busy: try again shortly
+				// The link is busy, the peer is not silent: go back again
+				// shortly, and never count that as a timeout.
+				d.setDeadline(p, now+minBackoff, true)
 				return busy
 			}
 			e.sentAt, e.resent = now, true
@@ -681,5 +693,15 @@ func (d *Device) failPeer(p *peer, j *job, e uapi.Errno) {
 	}
 	d.respJobs -= len(p.resp)
 	d.owed -= len(p.owedCtl)
-	delete(d.peers, p.node)
+	// Start a new sending session: sequence numbers from 1 under a new
+	// epoch, which tells the receiver to expect 1 again. Deleting the peer
+	// instead would also forget what we expect from it, and renumbering
+	// under the old epoch would make the peer take new packets for
+	// duplicates of old ones it may have placed.
+	p.txEpoch++
+	p.nextSeq, p.acked = 1, 0
+	p.unacked, p.jobs, p.resp, p.owedCtl = p.unacked[:0], p.jobs[:0], nil, nil
+	p.pulls = map[uint32]*job{}
+	p.held, p.pagingHold, p.heldRF, p.rfOwed = nil, false, false, false
+	p.backoff, p.timeouts = minBackoff, 0
 }

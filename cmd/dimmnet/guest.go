@@ -52,12 +52,13 @@ func guestInit() {
 }
 
 func guestMain() error {
-	for _, m := range []struct{ src, dst, fs string }{
-		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"}, {"tmpfs", "/tmp", "tmpfs"},
+	for _, m := range []struct{ src, dst, fs, config string }{
+		{"proc", "/proc", "proc", "CONFIG_PROC_FS"}, {"sysfs", "/sys", "sysfs", "CONFIG_SYSFS"},
+		{"devtmpfs", "/dev", "devtmpfs", "CONFIG_DEVTMPFS"}, {"tmpfs", "/tmp", "tmpfs", "CONFIG_TMPFS"},
 	} {
 		os.MkdirAll(m.dst, 0o755)
 		if err := unix.Mount(m.src, m.dst, m.fs, 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("mount %s on %s: %w (the kernel needs CONFIG_%s)", m.fs, m.dst, err, strings.ToUpper(m.fs))
+			return fmt.Errorf("mount %s on %s: %w (the kernel needs %s)", m.fs, m.dst, err, m.config)
 		}
 	}
 	if up, err := os.ReadFile("/proc/uptime"); err == nil {

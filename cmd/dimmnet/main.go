@@ -23,6 +23,7 @@ commands:
   stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
              no SOCK inside a lab guest: the PCI device)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
+  lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -47,6 +48,8 @@ func main() {
 		err = statCmd(os.Args[2:])
 	case "lab":
 		err = labCmd(os.Args[2:])
+	case "lmmc-bench":
+		err = lmmcBenchCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -28,6 +28,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,9 @@ const ProtocolVersion = 0
 
 // MaxPeerID is the largest id QEMU accepts (IVSHMEM_MAX_PEERS).
 const MaxPeerID = 65535
+
+// sendTimeout bounds one message to a client that does not read.
+const sendTimeout = 2 * time.Second
 
 // ErrInUse reports a socket another live server is listening on.
 var ErrInUse = errors.New("socket is served by another process")
@@ -62,6 +66,7 @@ type Server struct {
 	ln      *net.UnixListener
 	mu      sync.Mutex
 	clients map[int64]*client
+	refused map[*net.UnixConn]struct{}
 	nextID  int64
 	closed  bool
 	wg      sync.WaitGroup
@@ -115,7 +120,8 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ivshmem: listen %s: %w", cfg.Path, err)
 	}
 	ln.SetUnlinkOnClose(true)
-	return &Server{cfg: cfg, ln: ln, clients: map[int64]*client{}, nextID: 1, log: cfg.Log.With("socket", cfg.Path)}, nil
+	return &Server{cfg: cfg, ln: ln, clients: map[int64]*client{}, refused: map[*net.UnixConn]struct{}{}, nextID: 1,
+		log: cfg.Log.With("socket", cfg.Path)}, nil
 }
 
 // Serve accepts clients until Shutdown.
@@ -143,6 +149,7 @@ func send(conn *net.UnixConn, v int64, fd int) error {
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)
 	}
+	conn.SetWriteDeadline(time.Now().Add(sendTimeout)) // a client that never reads must not stall the server
 	n, oobn, err := conn.WriteMsgUnix(b[:], oob, nil)
 	if err == nil && (n != 8 || oobn != len(oob)) {
 		err = io.ErrShortWrite
@@ -172,8 +179,16 @@ func (s *Server) admit(conn *net.UnixConn) {
 	refuse := func(why string) {
 		s.log.Warn("refusing client", "reason", why)
 		send(conn, -1, -1) // a version QEMU rejects cleanly; never EOF mid-set-up
+		s.refused[conn] = struct{}{}
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); io.Copy(io.Discard, conn); conn.Close() }()
+		go func() {
+			defer s.wg.Done()
+			io.Copy(io.Discard, conn) // until it hangs up, or Shutdown closes it
+			conn.Close()
+			s.mu.Lock()
+			delete(s.refused, conn)
+			s.mu.Unlock()
+		}()
 	}
 	if s.closed {
 		refuse("server shutting down")
@@ -343,6 +358,9 @@ func (s *Server) Shutdown() {
 	}
 	s.closed = true
 	s.ln.Close()
+	for c := range s.refused { // a refused client that stays connected must not hold us up
+		c.Close()
+	}
 	cs := s.sorted()
 	for _, c := range cs {
 		send(c.conn, 0, -1)

@@ -1,0 +1,376 @@
+package lmmc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+)
+
+// Patterns lists the communication patterns Bench runs ("paper" measures
+// the paper's figures instead).
+var Patterns = []string{"pingpong", "neighbour", "alltoall", "hot", "paper"}
+
+// BenchConfig tunes Bench; zero fields take defaults.
+type BenchConfig struct {
+	Rounds int // rounds of the pattern (default 400)
+	Size   int // message bytes, at least 8 (default 64)
+	Nodes  int // nodes for neighbour and alltoall (default 4; pingpong, hot and paper use 2)
+}
+
+// SizeTime is one point of one-way time against message size.
+type SizeTime struct {
+	Size     int     `json:"size"`
+	OneWayUs float64 `json:"one_way_us"`
+}
+
+// BenchResult is one Bench run. Latencies are in µs. A faulting write's
+// time includes waiting for the device's acknowledgement of a signaled
+// rewrite of the victim's first word, which arrives only after the
+// receiver has handled the previous paging request (an acknowledgement the
+// paper's protocol does not have; see docs/lmmc.md), but not the
+// receiver's handling of this write's own request.
+type BenchResult struct {
+	Policy          string  `json:"policy"`
+	Pattern         string  `json:"pattern"`
+	Ports           int     `json:"ports"`
+	Frames          int     `json:"frames"`
+	Nodes           int     `json:"nodes"`
+	Writes          uint64  `json:"writes"`
+	Faults          uint64  `json:"faults"`
+	FaultRate       float64 `json:"fault_rate"`
+	PagesCopied     uint64  `json:"pages_copied"`
+	WriteUsResident float64 `json:"write_us_resident"`
+	WriteUsFaulting float64 `json:"write_us_faulting"`
+	Misplaced       uint64  `json:"misplaced"`
+
+	// Pattern "paper" only.
+	OneWay             []SizeTime `json:"one_way,omitempty"`
+	FirstMsgUs         float64    `json:"first_msg_us,omitempty"`
+	SecondMsgUs        float64    `json:"second_msg_us,omitempty"`
+	WriteRoutineUs     float64    `json:"write_routine_us,omitempty"`      // warm 1-byte Write
+	ArrivalToLinkMemUs float64    `json:"arrival_to_linkmem_us,omitempty"` // device: frame taken off the link -> bytes in link memory
+	ArrivalToReaderUs  float64    `json:"arrival_to_reader_us,omitempty"`  // Write start -> a polling reader sees the byte
+}
+
+type benchNode struct {
+	n        *Node
+	snd, rcv *Process
+}
+
+type msg struct{ src, dst, port int }
+
+// Bench runs pattern with ports ports per connection and frames receive
+// frames per connected node under policy, on real in-process devices, and
+// reports faults, page copies and write latencies. More ports than frames
+// make it page.
+func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchResult, error) {
+	if cfg.Rounds == 0 {
+		cfg.Rounds = 400
+	}
+	if cfg.Size == 0 {
+		cfg.Size = 64
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 4
+	}
+	nodes := cfg.Nodes
+	if pattern == "pingpong" || pattern == "hot" || pattern == "paper" {
+		nodes = 2
+	}
+	r := BenchResult{Policy: policy, Pattern: pattern, Ports: ports, Frames: frames, Nodes: nodes}
+	if ports < 1 || frames < 1 || cfg.Size < 8 || !slices.Contains(Patterns, pattern) || nodes < 2 {
+		return r, fmt.Errorf("lmmc bench %s/%s ports %d frames %d: %w", policy, pattern, ports, frames, ErrConfig)
+	}
+	ids := make([]uint16, nodes)
+	for i := range ids {
+		ids[i] = uint16(i + 1)
+	}
+	l, err := vdev.NewLocal(vdev.Config{}, 0, ids...)
+	if err != nil {
+		return r, fmt.Errorf("lmmc bench: %w", err)
+	}
+	defer l.Close()
+	bn := make([]*benchNode, nodes)
+	for i, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		if err != nil {
+			return r, fmt.Errorf("lmmc bench: %w", err)
+		}
+		n, err := Init(d, Config{Nodes: ids, FramesPerPeer: frames, Policy: policy})
+		if err != nil {
+			return r, fmt.Errorf("lmmc bench: %w", err)
+		}
+		defer n.Close()
+		bn[i] = &benchNode{n: n, snd: n.NewProcess("send"), rcv: n.NewProcess("recv")}
+	}
+	ps := bn[0].n.PageSize()
+	// Node i's send port to node j number p (0-based) is j*ports+p+1.
+	for i, b := range bn {
+		for j := range bn {
+			if i == j {
+				continue
+			}
+			for p := range ports {
+				if err := b.snd.MapSend(uint64(j*ports+p)*ps, ids[j], uint16(j*ports+p+1)); err != nil {
+					return r, fmt.Errorf("lmmc bench: %w", err)
+				}
+				if err := b.rcv.MapRecv(uint64(j*ports+p)*ps, ids[j], uint16(i*ports+p+1)); err != nil {
+					return r, fmt.Errorf("lmmc bench: %w", err)
+				}
+			}
+		}
+	}
+	if pattern == "paper" {
+		err = paper(&r, bn, ps)
+	} else {
+		err = runPattern(&r, bn, ps, schedule(pattern, nodes, ports, cfg.Rounds), cfg.Size, ports)
+	}
+	for _, b := range bn {
+		r.Misplaced += b.n.Driver().Counter(uapi.CtrMisplaced)
+		s := b.n.Stats()
+		r.PagesCopied += s.PagesCopied()
+		if s.BadTag != 0 || s.Errors != 0 {
+			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d BAD_TAG, %d errors: %w", b.n.self, s.BadTag, s.Errors, ErrDevice))
+		}
+	}
+	if r.Writes > 0 {
+		r.FaultRate = float64(r.Faults) / float64(r.Writes)
+	}
+	return r, err
+}
+
+// schedule lists the messages of every round.
+func schedule(pattern string, nodes, ports, rounds int) [][]msg {
+	var s [][]msg
+	for r := range rounds {
+		var m []msg
+		switch pattern {
+		case "pingpong": // one message each way per port, ports in turn
+			k := r / 2
+			if r%2 == 0 {
+				m = append(m, msg{0, 1, k % ports})
+			} else {
+				m = append(m, msg{1, 0, k % ports})
+			}
+		case "hot": // port 0 every other message, the cold ones in turn between; replies on port 0
+			k := r / 2
+			port := 0
+			if k%2 == 1 && ports > 1 {
+				port = 1 + (k/2)%(ports-1)
+			}
+			if r%2 == 0 {
+				m = append(m, msg{0, 1, port})
+			} else {
+				m = append(m, msg{1, 0, 0})
+			}
+		case "neighbour": // a ring: each node to both neighbours
+			for i := range nodes {
+				m = append(m, msg{i, (i + 1) % nodes, r % ports}, msg{i, (i + nodes - 1) % nodes, r % ports})
+			}
+		case "alltoall":
+			for i := range nodes {
+				for j := range nodes {
+					if i != j {
+						m = append(m, msg{i, j, r % ports})
+					}
+				}
+			}
+		}
+		s = append(s, m)
+	}
+	return s
+}
+
+// runPattern runs the rounds: every node writes its messages of a round
+// (the last 8 bytes carry the round number), then polls until every
+// message addressed to it in that round has arrived.
+func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size, ports int) error {
+	type lat struct {
+		res, flt       time.Duration
+		nres, nflt     uint64
+		writes, faults uint64
+	}
+	lats := make([]lat, len(bn))
+	var wg sync.WaitGroup
+	errs := make([]error, len(bn))
+	for me := range bn {
+		wg.Go(func() {
+			b, L := bn[me], &lats[me]
+			buf := make([]byte, size)
+			got := make([]byte, 8)
+			var prev []int // ports written the round before last: consumed now
+			for round, ms := range sched {
+				var mine []int
+				for _, m := range ms {
+					if m.src != me {
+						continue
+					}
+					binary.LittleEndian.PutUint64(buf[size-8:], uint64(round+1))
+					f0 := b.n.Stats().Faults
+					t0 := time.Now()
+					if err := b.snd.Write(uint64(m.dst*ports+m.port)*ps, buf); err != nil {
+						errs[me] = err
+						return
+					}
+					dt := time.Since(t0)
+					L.writes++
+					if b.n.Stats().Faults != f0 {
+						L.flt += dt
+						L.nflt++
+						L.faults++
+					} else {
+						L.res += dt
+						L.nres++
+					}
+					mine = append(mine, m.dst*ports+m.port+1)
+				}
+				for _, m := range ms {
+					if m.dst != me {
+						continue
+					}
+					deadline := time.Now().Add(waitTimeout)
+					for {
+						if _, err := b.rcv.Read(uint64(m.src*ports+m.port)*ps+uint64(size-8), got); err != nil {
+							errs[me] = err
+							return
+						}
+						if binary.LittleEndian.Uint64(got) == uint64(round+1) {
+							break
+						}
+						if time.Now().After(deadline) {
+							errs[me] = fmt.Errorf("node %d round %d: message from node %d port %d: %w", me+1, round, m.src+1, m.port, ErrTimeout)
+							return
+						}
+					}
+				}
+				for _, p := range prev {
+					b.n.Consumed(uint16(p))
+				}
+				prev = mine
+			}
+		})
+	}
+	wg.Wait()
+	var res, flt time.Duration
+	var nres, nflt uint64
+	for _, L := range lats {
+		r.Writes += L.writes
+		r.Faults += L.faults
+		res, flt, nres, nflt = res+L.res, flt+L.flt, nres+L.nres, nflt+L.nflt
+	}
+	if nres > 0 {
+		r.WriteUsResident = res.Seconds() * 1e6 / float64(nres)
+	}
+	if nflt > 0 {
+		r.WriteUsFaulting = flt.Seconds() * 1e6 / float64(nflt)
+	}
+	return errors.Join(errs...)
+}
+
+// paper measures the paper's figures between nodes 1 and 2 on port 0 of
+// each direction: first message against second, one-way time against
+// size (half the round trip), the warm 1-byte write routine, and the
+// device's arrival-to-link-memory time.
+func paper(r *BenchResult, bn []*benchNode, ps uint64) error {
+	a, b := bn[0], bn[1]
+	vaAB, vaBA := uint64(1*r.Ports)*ps, uint64(0)
+	// Node 1 sends to node 2 at vpage ports and receives from it there;
+	// node 2 sends to node 1 at vpage 0 and receives from it there.
+	wait := func(p *Process, va uint64, want byte) (time.Time, error) {
+		got := []byte{0}
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			if _, err := p.Read(va, got); err != nil {
+				return time.Time{}, err
+			}
+			if got[0] == want {
+				return time.Now(), nil
+			}
+			if time.Now().After(deadline) {
+				return time.Time{}, ErrTimeout
+			}
+		}
+	}
+	// First message (node 1 -> 2, first use: a fault and a page-in) and
+	// second (node 2 -> 1, also its first use of its port), one-way each,
+	// both clocks being this process's.
+	t0 := time.Now()
+	if err := a.snd.Write(vaAB, []byte{1}); err != nil {
+		return err
+	}
+	t1, err := wait(b.rcv, 0, 1) // node 2 receives node 1's port at its vpage 0
+	if err != nil {
+		return fmt.Errorf("first message: %w", err)
+	}
+	if err := b.snd.Write(vaBA, []byte{2}); err != nil {
+		return err
+	}
+	t2, err := wait(a.rcv, vaAB, 2)
+	if err != nil {
+		return fmt.Errorf("second message: %w", err)
+	}
+	r.FirstMsgUs = t1.Sub(t0).Seconds() * 1e6
+	r.SecondMsgUs = t2.Sub(t1).Seconds() * 1e6
+	// One-way against size: warm ping-pong on the same ports.
+	const iters = 200
+	seq := byte(3)
+	for _, size := range []int{8, 64, 256, 1024, 4096} {
+		if uint64(size) > ps {
+			break
+		}
+		buf := make([]byte, size)
+		start := time.Now()
+		for range iters {
+			seq++
+			buf[size-1] = seq
+			if err := a.snd.Write(vaAB, buf); err != nil {
+				return err
+			}
+			if _, err := wait(b.rcv, uint64(size-1), seq); err != nil {
+				return err
+			}
+			seq++
+			buf[size-1] = seq
+			if err := b.snd.Write(vaBA, buf); err != nil {
+				return err
+			}
+			if _, err := wait(a.rcv, vaAB+uint64(size-1), seq); err != nil {
+				return err
+			}
+		}
+		r.OneWay = append(r.OneWay, SizeTime{size, time.Since(start).Seconds() * 1e6 / (2 * iters)})
+	}
+	// Warm 1-byte write routine, and arrival to link memory (device trace
+	// stamps) and to a polling reader.
+	b.n.Driver().SetTrace(true)
+	defer b.n.Driver().SetTrace(false)
+	var wr, dev, rd time.Duration
+	for range iters {
+		seq++
+		t0 := time.Now()
+		if err := a.snd.Write(vaAB, []byte{seq}); err != nil {
+			return err
+		}
+		wr += time.Since(t0)
+		t1, err := wait(b.rcv, 0, seq)
+		if err != nil {
+			return err
+		}
+		rd += t1.Sub(t0)
+		d := b.n.Driver()
+		dev += time.Duration(d.TraceStamp(uapi.TracePlaced) - d.TraceStamp(uapi.TraceRx))
+	}
+	r.WriteRoutineUs = wr.Seconds() * 1e6 / iters
+	r.ArrivalToLinkMemUs = dev.Seconds() * 1e6 / iters
+	r.ArrivalToReaderUs = rd.Seconds() * 1e6 / iters
+	st := a.n.Stats()
+	r.Writes, r.Faults = st.Writes, st.Faults
+	return nil
+}
