@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 
@@ -175,10 +174,7 @@ func TestRacingSharers(t *testing.T) { racingSharers(t, false) }
 // transfers blocked on a full window (a held peer acknowledges nothing,
 // so each node's PAGE_DONE can sit behind data the other holds).
 func TestRacingSharersBothWays(t *testing.T) {
-	if os.Getenv("LMMC_BOTH_WAYS") == "" {
-		t.Skip("deadlocks until the device runs PAGE_DONE ahead of blocked transfers; LMMC_BOTH_WAYS=1 runs it")
-	}
-	racingSharers(t, true)
+	racingSharers(t, true) // the device runs PAGE_DONE ahead of blocked transfers
 }
 
 func racingSharers(t *testing.T, bothWays bool) {
