@@ -49,6 +49,10 @@ func (d *Device) pollRx() bool {
 				if !d.handle(f, true) {
 					busy = true // placed (or refused): the stall is over
 					p.heldRF, p.rfOwed = false, false
+					// The frames behind it were dropped: ask for them now
+					// rather than after the sender's timeout (a NACK with
+					// Hold set means "resume from here").
+					d.sendCtl(p, wire.TypeNack, p.expect, 0, wire.FlagHold)
 				}
 			}
 		}
@@ -98,7 +102,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			// A refusal NACK's piggybacked ACK covers the refused packet:
 			// record the reason first, or the ACK completes its command as
 			// if it had succeeded (and a refused PULL never completes).
-			d.onNack(p, h.Seq, h.Code)
+			d.onNack(p, h.Seq, h.Code, h.Flags&wire.FlagHold != 0)
 		}
 		if h.Flags&wire.FlagAckValid != 0 {
 			d.onAck(p, h.Ack)

@@ -552,7 +552,7 @@ func (p *peer) hasUnacked(r *respJob) bool {
 // onNack handles a NACK: code 0 asks for a resend (ring full at the
 // receiver); any other code refuses packet seq for good (the receiver
 // consumed it) and fails its command with that reason.
-func (d *Device) onNack(p *peer, seq uint32, code uint16) {
+func (d *Device) onNack(p *peer, seq uint32, code uint16, resume bool) {
 	d.count(uapi.CtrNACKsRx, 1)
 	if code != 0 {
 		for i := range p.unacked {
@@ -567,6 +567,13 @@ func (d *Device) onNack(p *peer, seq uint32, code uint16) {
 			}
 		}
 		d.onAck(p, seq)
+		return
+	}
+	if resume { // the receiver's hold is over and it asks for the rest now
+		d.onAck(p, seq-1)
+		if len(p.unacked) > 0 {
+			d.setDeadline(p, monotime.Now(), true)
+		}
 		return
 	}
 	if int32(seq-p.acked) <= 0 || p.resend {
