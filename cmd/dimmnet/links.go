@@ -168,8 +168,8 @@ func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec 
 	var made []string
 	cleanup := func() error {
 		var errs []error
-		for _, n := range made {
-			errs = append(errs, netsetup.Delete(netns.None(), n))
+		for i := len(made) - 1; i >= 0; i-- { // TAPs before the bridge they joined
+			errs = append(errs, netsetup.Delete(netns.None(), made[i]))
 		}
 		return errors.Join(errs...)
 	}
@@ -206,6 +206,9 @@ func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec 
 	case "tap":
 		if bridge == "" {
 			return nil, nil, errors.New("--link tap needs --bridge NAME")
+		}
+		if _, err := netlink.LinkByName(bridge); err != nil { // ours to remove on exit
+			made = append(made, bridge)
 		}
 		if err := netsetup.Bridge(netns.None(), bridge); err != nil {
 			return nil, nil, err

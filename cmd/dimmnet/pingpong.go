@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -153,7 +155,29 @@ func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
 		undo()
 		return sides, nil, err
 	}
-	closeAll := func() { l.Close(); undo() }
+	// Ctrl-C must not leave a namespace, interfaces or a half-written
+	// capture behind: tear down, then exit.
+	var once sync.Once
+	sigc := make(chan os.Signal, 1)
+	stopSig := make(chan struct{})
+	closeAll := func() {
+		once.Do(func() {
+			signal.Stop(sigc)
+			close(stopSig)
+			l.Close()
+			undo()
+		})
+	}
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigc:
+			closeAll()
+			fmt.Fprintln(os.Stderr, "dimmnet pingpong: interrupted; devices and links torn down")
+			os.Exit(130)
+		case <-stopSig:
+		}
+	}()
 	for i, dev := range l.Devices {
 		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
 		if err != nil {
