@@ -11,14 +11,31 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // pair starts two real devices (nodes 1 and 2) and an LMMC node on each.
 func pair(t *testing.T, policy string, frames int) (*Node, *Node) {
+	return pairOn(t, policy, frames, fault.Config{})
+}
+
+// pairOn is pair over a link with faults injected on both receive sides.
+func pairOn(t *testing.T, policy string, frames int, fc fault.Config) (*Node, *Node) {
 	t.Helper()
-	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+	hub := link.NewHub(vdev.DefaultHubPayload+wire.FrameOverhead, 256)
+	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, func(d *vdev.Device) (link.Port, error) {
+		p, err := hub.Attach(d.MAC())
+		if err != nil || !fc.Active() {
+			return p, err
+		}
+		c := fc
+		c.Seed += int64(d.Node())
+		return fault.Wrap(p, c), nil
+	})
 	if err != nil {
-		t.Fatalf("NewLocal: %v", err)
+		t.Fatalf("NewLocalPorts: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
 	var ns []*Node
@@ -167,20 +184,27 @@ func TestCrossPageWrite(t *testing.T) {
 // their own byte ranges of each port concurrently while paging runs (few
 // frames, many ports); invariants are checked concurrently; at the end
 // every byte written is read back on the receiver.
-func TestRacingSharers(t *testing.T) { racingSharers(t, false) }
+func TestRacingSharers(t *testing.T) { racingSharers(t, false, fault.Config{}) }
+
+// TestRacingSharersLossy runs the racing sharers over a link that loses,
+// duplicates and reorders frames: the device's retransmissions keep every
+// write and every paging request in order, and MISPLACED stays 0.
+func TestRacingSharersLossy(t *testing.T) {
+	racingSharers(t, false, fault.Config{Loss: 0.05, Dup: 0.02, Reorder: 0.05, Seed: 7})
+}
 
 // TestRacingSharersBothWays runs the same with both nodes sending and
 // paging at once. It needs the device to run PAGE_DONE ahead of
 // transfers blocked on a full window (a held peer acknowledges nothing,
 // so each node's PAGE_DONE can sit behind data the other holds).
 func TestRacingSharersBothWays(t *testing.T) {
-	racingSharers(t, true) // the device runs PAGE_DONE ahead of blocked transfers
+	racingSharers(t, true, fault.Config{}) // the device runs PAGE_DONE ahead of blocked transfers
 }
 
-func racingSharers(t *testing.T, bothWays bool) {
+func racingSharers(t *testing.T, bothWays bool, fc fault.Config) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, b := pair(t, pol, 3)
+			a, b := pairOn(t, pol, 3, fc)
 			ps := int(a.PageSize())
 			const ports, writers, readers = 16, 6, 2
 			writes := 300
