@@ -3,6 +3,8 @@ package lmmc
 import (
 	"errors"
 	"fmt"
+	"github.com/dimmnet/dimmnet/driver/regfs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"runtime"
 	"slices"
 	"strings"
@@ -776,6 +778,43 @@ func CheckPair(sender, receiver *Node) error {
 }
 
 // String dumps every table of the node, for logs.
+// Tables renders each of the paper's tables as its own text, named for a
+// file: send/recv link page frame tables and recv port tables per peer,
+// the send port table, each process's page table, and the statistics.
+// Mount shows them as files.
+func (n *Node) Tables() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := map[string]string{}
+	for _, peer := range sortedKeys(n.conns) {
+		c := n.conns[peer]
+		t[fmt.Sprintf("send_frames.%d", peer)] = fmt.Sprintf("%v\n", &c.send)
+		t[fmt.Sprintf("recv_frames.%d", peer)] = fmt.Sprintf("%v\n", &c.recv)
+		var b strings.Builder
+		for _, port := range sortedKeys(c.recvPorts) {
+			fmt.Fprintf(&b, "%v\n", &c.recvPorts[port].PortEntry)
+		}
+		t[fmt.Sprintf("recv_ports.%d", peer)] = b.String()
+	}
+	var b strings.Builder
+	for _, port := range sortedKeys(n.sendPorts) {
+		fmt.Fprintf(&b, "%v\n", &n.sendPorts[port].PortEntry)
+	}
+	t["send_ports"] = b.String()
+	for _, p := range n.procs {
+		t["page_table."+p.name] = fmt.Sprintf("%v", p.pt)
+	}
+	t["stats"] = fmt.Sprintf("%+v\n", n.stats)
+	return t
+}
+
+// Mount shows the tables as read-only files under dir (FUSE; as root, or
+// with fusermount3), fresh on every read; unmount with the server's
+// Unmount. Processes made after the mount do not get a file.
+func (n *Node) Mount(dir string) (*fuse.Server, error) {
+	return regfs.MountText(dir, n.Tables)
+}
+
 func (n *Node) String() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()

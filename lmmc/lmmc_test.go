@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -327,4 +330,47 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return -1
+}
+
+// The tables are visible as files: one per table, fresh on every read.
+func TestTablesMount(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	a, b := pair(t, "lru", 2)
+	w := a.NewProcess("w")
+	for port := uint16(1); port <= 3; port++ {
+		if err := w.MapSend(uint64(port)*a.PageSize(), 2, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := b.NewProcess("r")
+	for port := uint16(1); port <= 3; port++ {
+		if err := r.MapRecv(uint64(port)*b.PageSize(), 1, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	srv, err := a.Mount(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Unmount() })
+	for port := uint16(1); port <= 3; port++ { // three ports over two frames: it pages
+		if err := w.Write(uint64(port)*a.PageSize(), []byte("hello!!!")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range a.Tables() {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		if name != "stats" && string(got) != want {
+			t.Fatalf("%s through FUSE:\n%s\nwant:\n%s", name, got, want)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "stats")); !strings.Contains(string(got), "Faults:") {
+		t.Fatalf("stats file: %q", got)
+	}
 }
