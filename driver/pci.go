@@ -83,8 +83,24 @@ func mapResource(bdf string, n int, size int) ([]byte, error) {
 }
 
 // FindPCI returns the bus addresses of the dimmnet devices on the PCI bus:
-// ivshmem devices whose BAR2 starts with the register-page magic.
+// ivshmem doorbell devices whose BAR2 starts with the register-page magic.
 func FindPCI() ([]string, error) {
+	out, err := findIvshmem(func(bdf string, dimmnet bool) bool { return dimmnet && doorbellCapable(bdf) })
+	if err == nil && len(out) == 0 {
+		err = ErrNoPCIDevice
+	}
+	return out, err
+}
+
+// FindPlainPCI returns the ivshmem devices that are not dimmnet devices:
+// plain shared regions (the lab's raw baseline).
+func FindPlainPCI() ([]string, error) {
+	return findIvshmem(func(_ string, dimmnet bool) bool { return !dimmnet })
+}
+
+// findIvshmem lists the ivshmem devices keep accepts, told whether BAR2
+// starts with the dimmnet register-page magic.
+func findIvshmem(keep func(bdf string, dimmnet bool) bool) ([]string, error) {
 	bdfs, err := ivshmemDevices()
 	if err != nil {
 		return nil, err
@@ -95,13 +111,10 @@ func FindPCI() ([]string, error) {
 		if err != nil {
 			continue
 		}
-		if uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic && doorbellCapable(b) {
+		if keep(b, uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic) {
 			out = append(out, b)
 		}
 		unix.Munmap(mem)
-	}
-	if len(out) == 0 {
-		return nil, ErrNoPCIDevice
 	}
 	return out, nil
 }
@@ -116,27 +129,6 @@ func doorbellCapable(bdf string) bool {
 	}
 	defer unix.Munmap(regs)
 	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&regs[ivPosition]))) >= 1
-}
-
-// FindPlainPCI returns the ivshmem devices that are not dimmnet devices:
-// plain shared regions (the lab's raw baseline).
-func FindPlainPCI() ([]string, error) {
-	bdfs, err := ivshmemDevices()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, b := range bdfs {
-		mem, err := mapResource(b, 2, os.Getpagesize())
-		if err != nil {
-			continue
-		}
-		if uapi.Region(mem).Load64(uapi.RegMagic) != uapi.Magic {
-			out = append(out, b)
-		}
-		unix.Munmap(mem)
-	}
-	return out, nil
 }
 
 // MapPCIRegion maps the whole BAR2 of the ivshmem device at bdf.

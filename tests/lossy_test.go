@@ -9,37 +9,19 @@ import (
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/fault"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // lossyPair is two devices whose receive sides are faulted.
 func lossyPair(t *testing.T, cfg vdev.Config, payload int, fc fault.Config) (*vdev.Local, *driver.Driver, *driver.Driver, []*fault.Port) {
 	t.Helper()
-	hub := link.NewHub(payload+wire.FrameOverhead, 256)
 	var fps []*fault.Port
-	l, err := vdev.NewLocalPorts(cfg, []uint16{1, 2}, func(d *vdev.Device) (link.Port, error) {
-		p, err := hub.Attach(d.MAC())
-		if err != nil {
-			return nil, err
-		}
+	l, ds := wrappedCluster(t, cfg, payload, 2, func(d *vdev.Device, p link.Port) link.Port {
 		c := fc
 		c.Seed += int64(d.Node())
 		fp := fault.Wrap(p, c).(*fault.Port)
 		fps = append(fps, fp)
-		return fp, nil
+		return fp
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	var ds []*driver.Driver
-	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, d)
-	}
 	return l, ds[0], ds[1], fps
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // ctlPort lets a test black-hole receives or refuse sends at run time.
@@ -37,33 +36,12 @@ func (p *ctlPort) Send(f []byte) error {
 }
 
 func ctlPair(t *testing.T, cfg vdev.Config, n int) ([]*driver.Driver, []*ctlPort) {
-	hub := link.NewHub(1024+wire.FrameOverhead, 256)
 	var cps []*ctlPort
-	nodes := []uint16{}
-	for i := 1; i <= n; i++ {
-		nodes = append(nodes, uint16(i))
-	}
-	l, err := vdev.NewLocalPorts(cfg, nodes, func(d *vdev.Device) (link.Port, error) {
-		p, err := hub.Attach(d.MAC())
-		if err != nil {
-			return nil, err
-		}
+	_, ds := wrappedCluster(t, cfg, 1024, n, func(_ *vdev.Device, p link.Port) link.Port {
 		c := &ctlPort{Port: p}
 		cps = append(cps, c)
-		return c, nil
+		return c
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	var ds []*driver.Driver
-	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, d)
-	}
 	return ds, cps
 }
 

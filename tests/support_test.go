@@ -9,6 +9,9 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // eventually polls cond until it holds; it fails the test only after a
@@ -115,4 +118,36 @@ func allBytes(b []byte, v byte) bool {
 		}
 	}
 	return true
+}
+
+// wrappedCluster starts n devices (nodes 1..n) on an in-memory hub with each
+// port passed through wrap (fault injection, a test's own control), and
+// opens a driver on each.
+func wrappedCluster(t *testing.T, cfg vdev.Config, payload, n int, wrap func(d *vdev.Device, p link.Port) link.Port) (*vdev.Local, []*driver.Driver) {
+	t.Helper()
+	hub := link.NewHub(payload+wire.FrameOverhead, 256)
+	nodes := make([]uint16, n)
+	for i := range nodes {
+		nodes[i] = uint16(i + 1)
+	}
+	l, err := vdev.NewLocalPorts(cfg, nodes, func(d *vdev.Device) (link.Port, error) {
+		p, err := hub.Attach(d.MAC())
+		if err != nil {
+			return nil, err
+		}
+		return wrap(d, p), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var ds []*driver.Driver
+	for _, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	return l, ds
 }

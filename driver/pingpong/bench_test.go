@@ -3,30 +3,17 @@ package pingpong
 import (
 	"testing"
 
-	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
+// pair is two devices on an in-memory hub (the embedded default).
 func pair(tb testing.TB, maxSize int) (*Side, *Side) {
 	tb.Helper()
-	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	var s [2]*Side
-	for i, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node()}
-	}
-	if err := Setup(s[0], s[1], maxSize); err != nil {
-		tb.Fatal(err)
-	}
-	return s[0], s[1]
+	hub := link.NewHub(vdev.DefaultHubPayload+wire.FrameOverhead, 256)
+	return portPair(tb, maxSize, func(d *vdev.Device) (link.Port, error) { return hub.Attach(d.MAC()) })
 }
 
 // The device's 8-byte RTT/2 beside the raw word ping-pong measured in the
