@@ -52,6 +52,10 @@ func serveCmd(args []string) error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", *dir, err)
 	}
+	// Catch SIGINT/SIGTERM from the start: one arriving during set-up is
+	// then handled by the same orderly shutdown (regions, TAPs, sockets).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	lock, err := lockDir(*dir)
 	if err != nil {
 		return err
@@ -112,8 +116,6 @@ func serveCmd(args []string) error {
 			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
 	log.Info("serving", "dir", *dir, "nodes", *nodes, "vectors", *vectors)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	log.Info("shutting down: devices marked stopped, clients told, sockets closed", "keep_regions", *keep)
 	shutdown()
