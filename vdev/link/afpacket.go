@@ -2,7 +2,6 @@ package link
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"unsafe"
@@ -73,29 +72,8 @@ func OpenAFPacket(ifname string, mac net.HardwareAddr) (Port, error) {
 // EtherType, so the kernel needs no address and the frame's own
 // destination MAC steers it.
 func (p *afPacketPort) Send(f []byte) error {
-	if len(f) < wire.EthHeaderLen {
-		return errors.New("link: afpacket: runt frame")
-	}
-	if len(f) > p.mtu {
-		return fmt.Errorf("link: afpacket %s: frame of %d bytes exceeds mtu %d", p.ifname, len(f), p.mtu)
-	}
-	if !p.acquire() {
-		return ErrClosed
-	}
-	defer p.release()
-	for {
-		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),
-			unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case 0:
-			p.Release(f)
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		if err := sendErr(errno); err == ErrFull {
-			return err
-		}
-		return fmt.Errorf("link: afpacket send on %s: %w", p.ifname, errno)
-	}
+	return p.sendFrame("afpacket send", p.ifname, f, func(fd int, f []byte) unix.Errno {
+		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), unix.MSG_DONTWAIT, 0, 0)
+		return errno
+	})
 }

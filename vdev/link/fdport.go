@@ -1,6 +1,7 @@
 package link
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/dimmnet/dimmnet/vdev/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -285,6 +287,37 @@ func (p *fdPort) Close() error {
 }
 
 // sendErr maps a failed non-blocking send: a full queue is backpressure.
+// sendFrame checks a frame and writes it whole with write (one
+// non-blocking system call on the port's descriptor), retrying on EINTR;
+// the AF_PACKET and TAP ports differ only in that call. The frame is
+// released on success; ErrFull leaves it to the caller.
+func (p *fdPort) sendFrame(what, ifname string, f []byte, write func(fd int, f []byte) unix.Errno) error {
+	if len(f) < wire.EthHeaderLen {
+		return fmt.Errorf("link: %s on %s: runt frame", what, ifname)
+	}
+	if len(f) > p.mtu {
+		return fmt.Errorf("link: %s on %s: frame of %d bytes exceeds mtu %d", what, ifname, len(f), p.mtu)
+	}
+	if !p.acquire() {
+		return ErrClosed
+	}
+	defer p.release()
+	for {
+		switch errno := write(p.fd, f); errno {
+		case 0:
+			p.Release(f)
+			return nil
+		case unix.EINTR:
+			continue
+		default:
+			if err := sendErr(errno); err == ErrFull {
+				return err
+			}
+			return fmt.Errorf("link: %s on %s: %w", what, ifname, errno)
+		}
+	}
+}
+
 func sendErr(errno unix.Errno) error {
 	switch errno {
 	case unix.EAGAIN, unix.ENOBUFS, unix.EINTR:

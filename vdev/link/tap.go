@@ -1,7 +1,6 @@
 package link
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -77,28 +76,8 @@ func OpenTAP(name string, mac net.HardwareAddr) (Port, error) {
 
 // Send writes the frame into the TAP, which hands it to the bridge.
 func (p *tapPort) Send(f []byte) error {
-	if len(f) < wire.EthHeaderLen {
-		return errors.New("link: tap: runt frame")
-	}
-	if len(f) > p.mtu {
-		return fmt.Errorf("link: tap %s: frame of %d bytes exceeds mtu %d", p.ifname, len(f), p.mtu)
-	}
-	if !p.acquire() {
-		return ErrClosed
-	}
-	defer p.release()
-	for {
-		_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)))
-		switch errno {
-		case 0:
-			p.Release(f)
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		if err := sendErr(errno); err == ErrFull {
-			return err
-		}
-		return fmt.Errorf("link: tap write on %s: %w", p.ifname, errno)
-	}
+	return p.sendFrame("tap write", p.ifname, f, func(fd int, f []byte) unix.Errno {
+		_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)))
+		return errno
+	})
 }
