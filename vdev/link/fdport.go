@@ -55,8 +55,7 @@ type fdPort struct {
 	rc     syscall.RawConn // the same descriptor, registered with the runtime poller
 	conn   io.Closer
 
-	poolMu sync.Mutex
-	free   [][]byte
+	frames frames
 
 	notify  atomic.Pointer[func()]
 	refs    atomic.Int32 // raw system calls in progress on fd
@@ -74,6 +73,7 @@ type fdPort struct {
 // init finishes a port whose mtu, mac, kind, fd, rc and conn are set, and
 // starts its watcher.
 func (p *fdPort) init() {
+	p.frames.size, p.frames.max = p.mtu, maxFree
 	copy(p.key[:], p.mac)
 	p.drained = make(chan struct{}, 1)
 	p.done = make(chan struct{})
@@ -140,29 +140,10 @@ func (p *fdPort) SetNotify(f func()) {
 }
 
 // Buffer returns an empty frame buffer of capacity MTU, reused when one is free.
-func (p *fdPort) Buffer() []byte {
-	p.poolMu.Lock()
-	if n := len(p.free); n > 0 {
-		f := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.poolMu.Unlock()
-		return f
-	}
-	p.poolMu.Unlock()
-	return make([]byte, 0, p.mtu)
-}
+func (p *fdPort) Buffer() []byte { return p.frames.get() }
 
 // Release keeps a frame buffer for reuse, so steady traffic allocates nothing.
-func (p *fdPort) Release(f []byte) {
-	if cap(f) != p.mtu {
-		return
-	}
-	p.poolMu.Lock()
-	if len(p.free) < maxFree {
-		p.free = append(p.free, f[:0])
-	}
-	p.poolMu.Unlock()
-}
+func (p *fdPort) Release(f []byte) { p.frames.put(f) }
 
 // Recv returns the next frame or nil, with one non-blocking system call
 // when nothing waits.

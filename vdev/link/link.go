@@ -50,8 +50,7 @@ type Port interface {
 type Hub struct {
 	mtu    int
 	depth  int
-	poolMu sync.Mutex
-	free   [][]byte // frame buffers to reuse (a stack: the hottest in cache first)
+	frames frames // frame buffers to reuse
 	mu     sync.RWMutex
 	ports  map[[6]byte]*hubPort
 }
@@ -59,7 +58,7 @@ type Hub struct {
 // NewHub makes an in-memory medium carrying frames of up to mtu bytes, with
 // depth frames queued per port before senders see ErrFull.
 func NewHub(mtu, depth int) *Hub {
-	return &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}}
+	return &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}, frames: frames{size: mtu, max: 4 * depth}}
 }
 
 // Attach adds a port with the given MAC.
@@ -95,32 +94,11 @@ func (p *hubPort) MTU() int              { return p.hub.mtu }
 func (p *hubPort) MAC() net.HardwareAddr { return p.mac }
 func (p *hubPort) SetNotify(f func())    { p.mu.Lock(); p.notify = f; p.mu.Unlock() }
 
-func (p *hubPort) Buffer() []byte {
-	h := p.hub
-	h.poolMu.Lock()
-	if n := len(h.free); n > 0 {
-		f := h.free[n-1]
-		h.free = h.free[:n-1]
-		h.poolMu.Unlock()
-		return f
-	}
-	h.poolMu.Unlock()
-	return make([]byte, 0, h.mtu)
-}
+func (p *hubPort) Buffer() []byte { return p.hub.frames.get() }
 
 // Release keeps the buffer for reuse (bounded by the queue depths), so
 // steady traffic allocates no frames.
-func (p *hubPort) Release(f []byte) {
-	h := p.hub
-	if cap(f) != h.mtu {
-		return
-	}
-	h.poolMu.Lock()
-	if len(h.free) < 4*h.depth {
-		h.free = append(h.free, f[:0])
-	}
-	h.poolMu.Unlock()
-}
+func (p *hubPort) Release(f []byte) { p.hub.frames.put(f) }
 
 func (p *hubPort) Send(f []byte) error {
 	if len(f) < 14 {
