@@ -110,10 +110,11 @@ type Device struct {
 	holding  int // peers with a held frame (hold mode)
 	rings    []ringState
 	trace    bool
-	timers   int // peers with a retransmission armed
-	respJobs int // PULL responses not yet fully acknowledged
-	owed     int // control frames owed to peers (link was full)
-	acksDue  int // ACKs the link refused on the last flush
+	timers   int    // peers with a retransmission armed
+	respJobs int    // PULL responses not yet fully acknowledged
+	owed     int    // control frames owed to peers (link was full)
+	acksOwed int    // peers whose cumulative ACK no frame has carried yet
+	pass     uint64 // engine passes, to age owed ACKs
 }
 
 // New creates a device and its region. Attach a port and add it to an

@@ -75,6 +75,7 @@ func (e *Engine) Stop() {
 // step runs one pass of a device's engines; it reports work done.
 func (d *Device) step(now *int64) bool {
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
+	d.pass++
 	busy := d.pollRx()
 	if d.timers > 0 {
 		if *now == 0 {
@@ -88,10 +89,10 @@ func (d *Device) step(now *int64) bool {
 	if d.owed > 0 {
 		busy = d.flushOwed() || busy
 	}
-	if d.acksDue > 0 {
-		d.flushAcks()
-	}
 	busy = d.pollCommands() || busy
+	if d.acksOwed > 0 {
+		d.flushAcks(false) // after the command engine's look: a reply carries the ACK
+	}
 	busy = d.serviceAMTAT() || busy
 	if d.irqWanted {
 		d.interrupt()
@@ -102,7 +103,7 @@ func (d *Device) step(now *int64) bool {
 // stalled reports work only a driver (consuming statuses or ring data) or
 // a busy link can unblock: the engine then sleeps briefly instead of for good.
 func (d *Device) stalled() bool {
-	return d.holding > 0 || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0 || d.owed > 0 || d.acksDue > 0
+	return d.holding > 0 || len(d.compQ) > 0 || d.cur != nil || d.timers > 0 || d.respJobs > 0 || d.owed > 0 || d.acksOwed > 0
 }
 
 // pending reports work visible without doing it (the re-check before sleep).

@@ -65,8 +65,8 @@ func (d *Device) pollRx() bool {
 		busy = true
 		d.handle(f, false)
 	}
-	if busy {
-		d.flushAcks() // the receive queue drained: acknowledge what no data frame carried
+	if busy && d.acksOwed > 0 {
+		d.flushAcks(true) // the receive queue drained: keep streaming senders' windows open
 	}
 	return busy
 }
@@ -139,7 +139,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		return false
 	case int32(h.Seq-p.expect) < 0:
 		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with the cumulative ACK
-		p.ackDue = true
+		d.oweAck(p)
 		d.port.Release(f)
 		return false
 	case p.held != nil && !retry:
@@ -175,7 +175,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	case delivered:
 		p.expect++
 		p.gotAny = true
-		p.ackDue = true
+		d.oweAck(p)
 	case refused:
 		p.expect++
 		p.gotAny = true

@@ -64,7 +64,11 @@ func TestSequenceWrap(t *testing.T) {
 			t.Fatalf("byte %d differs", i)
 		}
 	}
-	if dup, ooo := b.r.Counter(uapi.CtrDuplicates), b.r.Counter(uapi.CtrOutOfOrder); dup+ooo != 0 {
-		t.Fatalf("duplicates %d out-of-order %d across the wrap", dup, ooo)
+	// A retransmission timer that runs out under a slow engine (-race)
+	// resends, and its copies are dropped as duplicates or out of order;
+	// a comparison broken by the wrap would drop packets nobody resent.
+	dup, ooo, retx := b.r.Counter(uapi.CtrDuplicates), b.r.Counter(uapi.CtrOutOfOrder), a.r.Counter(uapi.CtrRetransmits)
+	if dup+ooo > retx {
+		t.Fatalf("duplicates %d + out-of-order %d across the wrap, but only %d retransmissions", dup, ooo, retx)
 	}
 }

@@ -84,7 +84,9 @@ type peer struct {
 	heldRF     bool   // hold mode: this peer's ring-full stall was counted
 	rfOwed     bool   // its RING_FULL status still waits for status ring room
 	rfAMT      uint16 // the ring that status names
-	ackDue     bool
+	ackDue     bool   // something accepted (or a duplicate) awaits our cumulative ACK
+	ackPass    uint64 // the engine pass in which ackDue was set
+	rxSinceAck int    // frames that made an ACK due since the last one went out
 	pulls      map[uint32]*job
 }
 
@@ -440,9 +442,33 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
 		d.stamp(uapi.TraceTx)
 	}
 	if h.Flags&wire.FlagAckValid != 0 {
-		p.ackDue = false
+		d.ackSent(p)
 	}
 	return nil
+}
+
+// ackEvery is how many received frames make an ACK go at the end of the
+// receive burst instead of waiting for a reply to carry it: a streaming
+// sender's window must keep moving.
+func (d *Device) ackEvery() int { return max(1, d.cfg.Window/8) }
+
+// oweAck notes that p's frames (accepted, or a duplicate) want our
+// cumulative ACK.
+func (d *Device) oweAck(p *peer) {
+	if !p.ackDue {
+		p.ackDue, p.ackPass = true, d.pass
+		d.acksOwed++
+	}
+	p.rxSinceAck++
+}
+
+// ackSent clears what a frame carrying our cumulative ACK paid.
+func (d *Device) ackSent(p *peer) {
+	if p.ackDue {
+		p.ackDue = false
+		d.acksOwed--
+	}
+	p.rxSinceAck = 0
 }
 
 // ctl is a control frame (NACK) the link could not take yet.
@@ -649,16 +675,23 @@ func (d *Device) serveResponses() bool {
 	return busy
 }
 
-// flushAcks sends the ACKs that no data frame carried.
-// An ACK the link refused stays due (acksDue counts them) and is retried
-// on the next pass.
-func (d *Device) flushAcks() {
-	d.acksDue = 0
+// flushAcks sends the ACKs that no data frame carried. An ACK made due in
+// pass N waits for the command engine's look in pass N+1, so a reply the
+// driver posts meanwhile carries it (a ping-pong then sends two frames per
+// round trip, not four); it goes at the end of pass N+1 at the latest,
+// never on a timer. burst: only the peers whose frames since the last ACK
+// reached ackEvery (called when a receive burst ends). An ACK the link
+// refused stays due and is tried again on the next pass.
+func (d *Device) flushAcks(burst bool) {
 	for _, p := range d.peers {
-		if p.ackDue && len(p.owedCtl) == 0 { // owed NACKs go first: they carry the same ACK
-			if d.sendAck(p, wire.TypeAck, 0, 0, 0) != nil {
-				d.acksDue++
-			}
+		if !p.ackDue || len(p.owedCtl) > 0 { // owed NACKs go first: they carry the same ACK
+			continue
+		}
+		if burst && p.rxSinceAck < d.ackEvery() || !burst && p.ackPass == d.pass && p.rxSinceAck < d.ackEvery() {
+			continue
+		}
+		if d.sendAck(p, wire.TypeAck, 0, 0, 0) == nil {
+			d.ackSent(p) // also when nothing was accepted yet (a bare ACK): never resend it every pass
 		}
 	}
 }

@@ -90,6 +90,10 @@ type hubPort struct {
 // Pending reports whether a frame waits, without taking the lock.
 func (p *hubPort) Pending() bool { return p.queued.Load() > 0 }
 
+// Queued is how many frames wait for this port: what a test stepping
+// devices by hand looks at to see what left the other side.
+func (p *hubPort) Queued() int { return int(p.queued.Load()) }
+
 func (p *hubPort) MTU() int              { return p.hub.mtu }
 func (p *hubPort) MAC() net.HardwareAddr { return p.mac }
 func (p *hubPort) SetNotify(f func())    { p.mu.Lock(); p.notify = f; p.mu.Unlock() }
