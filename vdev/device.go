@@ -84,6 +84,7 @@ type Device struct {
 	irqs      []int         // every interrupt eventfd to signal (irq, plus attached clients')
 
 	port       link.Port
+	vec        link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
 	crc        bool
 	maxPayload uint32
 	parser     *wire.Parser
@@ -220,6 +221,7 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 // packet payload) follows from the port's frame size.
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
+	d.vec, _ = p.(link.VectorSender)
 	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
 		d.crc = c.NeedsCRC()
 	}

@@ -20,7 +20,7 @@ const (
 // txBurst bounds the packets one command sends per engine pass, so a large
 // transfer interleaves with receive processing instead of queueing a whole
 // message of frames (which would push link memory out of the cache).
-const txBurst = 2
+const txBurst = 8
 
 // job is one command in progress: being packetized, or sent and waiting for
 // its acknowledgement (PUSH/IPUSH) or its data (PULL).
@@ -416,7 +416,12 @@ func (d *Device) transmit(p *peer, e *txEntry) error {
 	if e.last {
 		h.Flags |= wire.FlagLast
 	}
-	if err := d.send(p, &h, payload); err != nil {
+	// A command's own payload is gathered from link memory: its buffer is
+	// the driver's to keep stable until the command completes. A PULL
+	// response is copied into the frame first, since the memory it reads
+	// may be changing under a remote read and the checksum must cover the
+	// bytes that leave.
+	if err := d.send(p, &h, payload, e.j != nil); err != nil {
 		return err
 	}
 	d.count(uapi.CtrTxPkts, 1)
@@ -425,7 +430,8 @@ func (d *Device) transmit(p *peer, e *txEntry) error {
 }
 
 // send frames a header and payload to p, piggybacking the cumulative ACK.
-func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
+// gather: a port that can sends the payload from where it lies.
+func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
 	if p.gotAny {
 		h.Flags |= wire.FlagAckValid
 		h.Ack = p.expect - 1
@@ -433,10 +439,18 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte) error {
 	if d.crc {
 		h.Flags |= wire.FlagCRC
 	}
-	f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
-	if err := d.port.Send(f); err != nil {
-		d.port.Release(f)
-		return err
+	if gather && d.vec != nil && len(payload) > 0 {
+		head := wire.AppendHead(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if err := d.vec.SendVec(head, payload); err != nil {
+			d.port.Release(head)
+			return err
+		}
+	} else {
+		f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if err := d.port.Send(f); err != nil {
+			d.port.Release(f)
+			return err
+		}
 	}
 	if d.trace && h.Type <= wire.TypeIPush {
 		d.stamp(uapi.TraceTx)
@@ -510,7 +524,7 @@ func (d *Device) flushOwed() bool {
 // sendAck sends a standalone ACK (or NACK with code) to p.
 func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) error {
 	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
-	if err := d.send(p, &h, nil); err != nil {
+	if err := d.send(p, &h, nil, false); err != nil {
 		return err
 	}
 	if typ == wire.TypeAck {
@@ -530,8 +544,12 @@ func (d *Device) onAck(p *peer, ack uint32) {
 	for i < len(p.unacked) && int32(p.unacked[i].seq-ack) <= 0 {
 		i++
 	}
-	if i > 0 && !p.unacked[i-1].resent { // Karn: only first transmissions time the path
-		if rtt := now - p.unacked[i-1].sentAt; p.srtt == 0 {
+	// Time the oldest packet the ACK retires: it waited longest for it
+	// (ACKs are cumulative and may wait a pass), so under a stream the
+	// timer learns what a burst really takes instead of firing spuriously
+	// and sending a whole window again. Karn: only first transmissions.
+	if i > 0 && !p.unacked[0].resent {
+		if rtt := now - p.unacked[0].sentAt; p.srtt == 0 {
 			p.srtt = rtt
 		} else {
 			p.srtt += (rtt - p.srtt) / 8

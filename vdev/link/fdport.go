@@ -28,11 +28,42 @@ const maxFree = 256
 // station, receive errors) before it gives the engine its turn back.
 const maxRecvTries = 64
 
+// rxBatch is how many frames one recvmmsg may bring in: a stream costs one
+// system call per batch instead of one per frame, and a call that returns
+// fewer frames than it asked for has seen the socket empty, so it doubles
+// as the engine's idle look.
+const rxBatch = 16
+
+// mmsghdr is struct mmsghdr of recvmmsg(2), which x/sys/unix lacks.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+// rxRing is a socket port's batch of receive buffers: recvmmsg fills them,
+// Recv hands them out one by one (the caller owns each until Release) and
+// the next call refills the slots handed out from the free list.
+type rxRing struct {
+	bufs      [rxBatch][]byte
+	iov       [rxBatch]unix.Iovec
+	msgs      [rxBatch]mmsghdr
+	n, i      int  // frames the last call brought, next one to hand out
+	short     bool // the last call brought fewer than asked: the socket was empty then
+	streaming bool // frames keep coming: the next call is a recvmmsg
+}
+
+// txVec is the message SendVec hands the kernel: head and payload.
+type txVec struct {
+	iov [2]unix.Iovec
+	msg unix.Msghdr
+}
+
 // fdKind says how a kernel-backed port reads and peeks its descriptor.
 type fdKind int
 
 const (
-	kindSocket fdKind = iota // recvfrom with MSG_DONTWAIT; peek with MSG_PEEK
+	kindSocket fdKind = iota // recvmmsg with MSG_DONTWAIT; peek with MSG_PEEK
 	kindTAP                  // read on a non-blocking fd; peek with poll
 )
 
@@ -56,6 +87,8 @@ type fdPort struct {
 	conn   io.Closer
 
 	frames frames
+	rx     rxRing // kindSocket only
+	tx     txVec  // SendVec's message, kept so a send allocates nothing
 
 	notify  atomic.Pointer[func()]
 	refs    atomic.Int32 // raw system calls in progress on fd
@@ -145,13 +178,105 @@ func (p *fdPort) Buffer() []byte { return p.frames.get() }
 // Release keeps a frame buffer for reuse, so steady traffic allocates nothing.
 func (p *fdPort) Release(f []byte) { p.frames.put(f) }
 
-// Recv returns the next frame or nil, with one non-blocking system call
-// when nothing waits.
+// Recv returns the next frame or nil. A socket port receives in batches
+// (recvmmsg); when the last batch came up short, the call after its last
+// frame returns nil without a system call, since that batch already saw
+// the socket empty.
 func (p *fdPort) Recv() []byte {
 	if !p.acquire() {
 		return nil
 	}
 	defer p.release()
+	if p.kind == kindTAP {
+		return p.recvOne()
+	}
+	r := &p.rx
+	for range maxRecvTries {
+		if r.i < r.n {
+			i := r.i
+			r.i++
+			b, m := r.bufs[i], &r.msgs[i]
+			r.bufs[i] = nil
+			n := int(m.n)
+			if m.hdr.Flags&unix.MSG_TRUNC != 0 || n > p.mtu || n < 14 {
+				p.dropped.Add(1)
+				p.Release(b)
+				continue
+			}
+			f := b[:n]
+			if p.filter && f[0]&1 == 0 && [6]byte(f[:6]) != p.key {
+				p.dropped.Add(1)
+				p.Release(b)
+				continue
+			}
+			return f
+		}
+		if r.short {
+			r.short = false
+			return nil
+		}
+		if !p.recvBatch() {
+			return nil
+		}
+	}
+	return nil
+}
+
+// recvBatch refills the ring's empty slots and receives into them; false
+// when the socket was empty. The first call after the socket was seen empty
+// takes one frame with recvfrom (a lone frame, a ping-pong's, costs no
+// more than before batching; recvmmsg costs it more here); the calls that
+// follow while frames keep coming take up to rxBatch with one recvmmsg.
+func (p *fdPort) recvBatch() bool {
+	r := &p.rx
+	for i := range r.bufs {
+		if r.bufs[i] == nil {
+			b := p.Buffer()[:p.mtu]
+			r.bufs[i] = b
+			r.iov[i].Base = &b[0]
+			r.iov[i].SetLen(p.mtu)
+			r.msgs[i].hdr.Iov = &r.iov[i]
+			r.msgs[i].hdr.SetIovlen(1)
+		}
+		r.msgs[i].hdr.Flags, r.msgs[i].n = 0, 0
+	}
+	r.i, r.n = 0, 0
+	for {
+		var got uintptr
+		var errno unix.Errno
+		if r.streaming {
+			got, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
+		} else {
+			b := r.bufs[0]
+			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
+			if errno == 0 {
+				r.msgs[0].n = uint32(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
+				got = 1
+			}
+		}
+		switch errno {
+		case 0:
+			r.n = int(got)
+			r.short = r.streaming && r.n < rxBatch
+			if r.short || r.n == 0 {
+				p.sawEmpty()
+			}
+			r.streaming = !r.short
+			return r.n > 0
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			r.streaming = false
+			p.sawEmpty()
+			return false
+		}
+		p.dropped.Add(1) // a pending socket error (an ICMP report) is consumed: look again
+		return true
+	}
+}
+
+// recvOne reads one frame from a TAP, whose descriptor has no recvmmsg.
+func (p *fdPort) recvOne() []byte {
 	buf := p.Buffer()
 	b := buf[:p.mtu]
 	for range maxRecvTries {
@@ -178,17 +303,9 @@ func (p *fdPort) Recv() []byte {
 	return nil
 }
 
-// read is one non-blocking receive into b; n may exceed len(b) for a
-// truncated datagram (MSG_TRUNC reports the real length).
+// read is one non-blocking read from a TAP into b.
 func (p *fdPort) read(b []byte) (int, unix.Errno) {
-	var r uintptr
-	var errno unix.Errno
-	if p.kind == kindTAP {
-		r, _, errno = unix.Syscall(unix.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	} else {
-		r, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
-			unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
-	}
+	r, _, errno := unix.Syscall(unix.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	return int(r), errno
 }
 
@@ -206,6 +323,9 @@ func (p *fdPort) readable() bool {
 // Pending reports whether a frame waits, for the engine's last look before
 // it sleeps. Seeing the descriptor empty re-arms the watcher.
 func (p *fdPort) Pending() bool {
+	if p.rx.i < p.rx.n {
+		return true // received, not handed out yet
+	}
 	if !p.acquire() {
 		return false
 	}
@@ -296,6 +416,51 @@ func (p *fdPort) sendFrame(what, ifname string, f []byte, write func(fd int, f [
 			}
 			return fmt.Errorf("link: %s on %s: %w", what, ifname, errno)
 		}
+	}
+}
+
+// sendVec checks a frame given as head and payload and sends it with one
+// gathering sendmsg to the raw socket
+// address name (nil: the socket's own binding), retrying on EINTR. The head
+// is released on success; ErrFull leaves it to the caller. Only the UDP
+// port uses it: an AF_PACKET frame sent in two pieces crossed a veth
+// slower than one copied whole (640 against 850 MB/s for 1 MiB here).
+func (p *fdPort) sendVec(what, ifname string, name unsafe.Pointer, namelen uintptr, head, payload []byte) error {
+	if len(head) < wire.EthHeaderLen {
+		return fmt.Errorf("link: %s on %s: runt frame", what, ifname)
+	}
+	if n := len(head) + len(payload); n > p.mtu {
+		return fmt.Errorf("link: %s on %s: frame of %d bytes exceeds mtu %d", what, ifname, n, p.mtu)
+	}
+	if !p.acquire() {
+		return ErrClosed
+	}
+	defer p.release()
+	v := &p.tx
+	v.iov[0].Base = &head[0]
+	v.iov[0].SetLen(len(head))
+	niov := 1
+	if len(payload) > 0 {
+		v.iov[1].Base = &payload[0]
+		v.iov[1].SetLen(len(payload))
+		niov = 2
+	}
+	v.msg = unix.Msghdr{Name: (*byte)(name), Namelen: uint32(namelen), Iov: &v.iov[0]}
+	v.msg.SetIovlen(niov)
+	for {
+		_, _, errno := unix.Syscall(unix.SYS_SENDMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&v.msg)), unix.MSG_DONTWAIT)
+		switch errno {
+		case 0:
+			v.iov[1].Base = nil // keep no payload reachable from the port
+			p.Release(head)
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		if err := sendErr(errno); err == ErrFull {
+			return err
+		}
+		return fmt.Errorf("link: %s on %s: %w", what, ifname, errno)
 	}
 }
 

@@ -44,6 +44,15 @@ type Port interface {
 	Close() error
 }
 
+// VectorSender is a Port that sends a frame given as its head (built in a
+// port Buffer) and a payload left where it lies, gathered by the kernel in
+// the same system call, so a large payload is copied once instead of twice.
+// SendVec takes ownership of head unless it returns an error, as Send does;
+// it reads payload only during the call.
+type VectorSender interface {
+	SendVec(head, payload []byte) error
+}
+
 // Hub is the in-memory medium: a learning-free switch that delivers a frame
 // to the port whose MAC is the frame's destination (all others for
 // broadcast). Frames pass by reference: one copy into the frame, one out.

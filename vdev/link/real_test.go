@@ -158,11 +158,67 @@ func TestUDPExchange(t *testing.T) {
 	} else {
 		b.Release(f)
 	}
+	// A frame sent as head and gathered payload arrives as one.
+	vs, ok := a.(link.VectorSender)
+	if !ok {
+		t.Fatal("a UDP port should gather payloads")
+	}
+	payload := bytes.Repeat([]byte{0x5a}, 4000)
+	head := frame(a, b.MAC(), uint16(wire.EtherType), []byte("head"))
+	if err := vs.SendVec(head, payload); err != nil {
+		t.Fatal(err)
+	}
+	if f := recvWait(t, b, 5*time.Second); !bytes.Equal(f[14:18], []byte("head")) || !bytes.Equal(f[18:], payload) {
+		t.Fatalf("gathered frame: %d bytes", len(f))
+	} else {
+		b.Release(f)
+	}
 	if f := b.Recv(); f != nil {
 		t.Fatal("Recv after draining returned a frame")
 	}
 	if p, ok := b.(interface{ Pending() bool }); !ok || p.Pending() {
 		t.Fatal("Pending on a drained port")
+	}
+}
+
+// A burst longer than one receive batch arrives whole and in order through
+// the recvmmsg path; a datagram longer than the MTU inside it is counted and
+// dropped without costing its neighbours.
+func TestUDPBurstThroughBatches(t *testing.T) {
+	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
+	aa, ab := freeUDP(t), freeUDP(t)
+	a, err := link.ListenUDP(aa, ma, map[string]string{mb.String(): ab}, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := link.ListenUDP(ab, mb, map[string]string{ma.String(): aa}, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	raw, err := net.Dial("udp", ab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	const n = 100
+	for i := range n {
+		if i == n/2 {
+			raw.Write(make([]byte, 1600)) // longer than b's MTU: truncated
+		}
+		body := fmt.Appendf(nil, "burst %03d", i)
+		sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), body))
+	}
+	for i := range n {
+		f := recvWait(t, b, 5*time.Second)
+		if want := fmt.Sprintf("burst %03d", i); string(f[14:]) != want {
+			t.Fatalf("frame %d: body %q, want %q", i, f[14:], want)
+		}
+		b.Release(f)
+	}
+	if d := b.(interface{ Dropped() uint64 }).Dropped(); d != 1 {
+		t.Fatalf("dropped %d, want the 1 truncated datagram", d)
 	}
 }
 
@@ -198,7 +254,13 @@ func testNotify(t *testing.T, a, b link.Port) {
 	t.Helper()
 	var n atomic.Int32
 	ch := make(chan struct{}, 16)
-	b.SetNotify(func() { n.Add(1); ch <- struct{}{} })
+	b.SetNotify(func() {
+		n.Add(1)
+		select { // never block the watcher: Close waits for it
+		case ch <- struct{}{}:
+		default:
+		}
+	})
 	for round := range 3 {
 		for range 3 {
 			sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("wake up")))

@@ -166,6 +166,23 @@ func (p *udpPort) Send(f []byte) error {
 	return nil
 }
 
+// SendVec sends a unicast frame as head and payload gathered by the kernel
+// (link.VectorSender); a group address goes through Send, to every peer.
+func (p *udpPort) SendVec(head, payload []byte) error {
+	if len(head) < wire.EthHeaderLen || head[0]&1 != 0 {
+		f := append(head, payload...)
+		if err := p.Send(f); err != nil {
+			return err
+		}
+		return nil
+	}
+	pe := p.peers[[6]byte(head[:6])]
+	if pe == nil {
+		return ErrNoRoute
+	}
+	return p.sendVec("udp send", pe.name, pe.sa, pe.len, head, payload)
+}
+
 func (p *udpPort) sendTo(f []byte, pe *udpPeer) error {
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),

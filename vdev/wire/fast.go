@@ -23,12 +23,22 @@ import (
 // concurrent senders. It panics if either MAC is not 6 bytes long, since
 // that is a configuration bug no frame could survive.
 func AppendFrame(dst []byte, dstMAC, srcMAC net.HardwareAddr, h *Header, payload []byte) []byte {
+	dst = AppendHead(dst, dstMAC, srcMAC, h, payload)
+	return append(dst, payload...)
+}
+
+// AppendHead appends the frame's first FrameOverhead bytes (Ethernet and
+// dimmnet headers, PayloadLen and the CRC32C over header and payload set
+// as AppendFrame sets them) without the payload, for a port that gathers
+// the payload from where it lies (link memory) in the same system call:
+// the bytes are copied once, into the kernel. The payload must not change
+// until it is sent, or the frame leaves with a checksum of other bytes.
+func AppendHead(dst []byte, dstMAC, srcMAC net.HardwareAddr, h *Header, payload []byte) []byte {
 	if len(dstMAC) != 6 || len(srcMAC) != 6 {
 		panic("wire: AppendFrame needs 6-byte MAC addresses")
 	}
 	start := len(dst)
-	n := FrameOverhead + len(payload)
-	dst = slices.Grow(dst, n)[:start+n]
+	dst = slices.Grow(dst, FrameOverhead)[:start+FrameOverhead]
 	f := dst[start:]
 
 	copy(f[0:6], dstMAC)
@@ -38,11 +48,11 @@ func AppendFrame(dst []byte, dstMAC, srcMAC net.HardwareAddr, h *Header, payload
 	hdr := f[EthHeaderLen : EthHeaderLen+HeaderLen]
 	h.Put(hdr)
 	binary.LittleEndian.PutUint32(hdr[36:], uint32(len(payload)))
-	copy(f[FrameOverhead:], payload)
 	if h.Flags&FlagCRC != 0 {
 		// Put left the old checksum there; the rule takes it as zero.
 		binary.LittleEndian.PutUint32(hdr[offChecksum:], 0)
-		crc := crc32.Update(0, castagnoli, f[EthHeaderLen:])
+		crc := crc32.Update(0, castagnoli, hdr)
+		crc = crc32.Update(crc, castagnoli, payload)
 		binary.LittleEndian.PutUint32(hdr[offChecksum:], crc)
 	}
 	return dst

@@ -48,6 +48,26 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
+// A head sent with its payload gathered behind it is the frame AppendFrame
+// builds, checksum included, and the parser takes it.
+func TestAppendHeadGathers(t *testing.T) {
+	for _, flags := range []Flags{0, FlagCRC} {
+		h := sampleHeader(flags | FlagLast)
+		payload := payloadOf(1000)
+		head := AppendHead(nil, macB, macA, &h, payload)
+		if len(head) != FrameOverhead {
+			t.Fatalf("head of %d bytes, want %d", len(head), FrameOverhead)
+		}
+		whole := AppendFrame(nil, macB, macA, &h, payload)
+		if got := append(head, payload...); !bytes.Equal(got, whole) {
+			t.Fatalf("flags %v: head+payload differs from AppendFrame", flags)
+		}
+		if _, pl, err := NewParser().Parse(whole); err != nil || !bytes.Equal(pl, payload) {
+			t.Fatalf("flags %v: parse: %v", flags, err)
+		}
+	}
+}
+
 func BenchmarkParse(b *testing.B) {
 	for _, n := range []int{0, 1024, 8192} {
 		for _, flags := range []Flags{0, FlagCRC} {
