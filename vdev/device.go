@@ -85,6 +85,7 @@ type Device struct {
 
 	port       link.Port
 	vec        link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
+	rtoFloor   int64             // least retransmission timeout, ns (0: the backoff's 100 us)
 	crc        bool
 	maxPayload uint32
 	parser     *wire.Parser
@@ -222,6 +223,9 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
+		d.rtoFloor = losslessRTO
+	}
 	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
 		d.crc = c.NeedsCRC()
 	}

@@ -15,6 +15,12 @@ import (
 const (
 	minBackoff = 100_000     // ns
 	maxBackoff = 100_000_000 // ns
+	// losslessRTO is the least retransmission timeout on a medium that
+	// never loses a frame (the in-memory hub: backpressure, not loss):
+	// there a timeout only means the engine was off its core, and 100 us
+	// fired for that under load, resending what was on its way. The timer
+	// still makes a peer that stopped answering unreachable.
+	losslessRTO = 5_000_000 // ns
 )
 
 // txBurst bounds the packets one command sends per engine pass, so a large
@@ -84,6 +90,7 @@ type peer struct {
 	heldRF     bool   // hold mode: this peer's ring-full stall was counted
 	rfOwed     bool   // its RING_FULL status still waits for status ring room
 	rfAMT      uint16 // the ring that status names
+	rtoFloor   int64  // the device's least retransmission timeout (lossless media wait longer)
 	ackDue     bool   // something accepted (or a duplicate) awaits our cumulative ACK
 	ackPass    uint64 // the engine pass in which ackDue was set
 	rxSinceAck int    // frames that made an ACK due since the last one went out
@@ -95,7 +102,7 @@ func (d *Device) peerOf(node uint16) *peer {
 	if p == nil {
 		// The epoch starts from the clock, so a restarted device's packets
 		// are known for a new session by the peer that still remembers it.
-		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, pulls: map[uint32]*job{}, txEpoch: uint16(monotime.Now() >> 24)}
+		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, rtoFloor: d.rtoFloor, pulls: map[uint32]*job{}, txEpoch: uint16(monotime.Now() >> 24)}
 		d.peers[node] = p
 	}
 	return p
@@ -106,7 +113,7 @@ func (p *peer) windowFull(w int) bool { return len(p.unacked) >= w || p.resend }
 // rto is how long to wait for an ACK before sending again: the backoff,
 // but never below three smoothed round trips (a slow medium is not a lost
 // packet), and never above maxBackoff.
-func (p *peer) rto() int64 { return min(max(p.backoff, 3*p.srtt), maxBackoff) }
+func (p *peer) rto() int64 { return min(max(p.backoff, 3*p.srtt, p.rtoFloor), maxBackoff) }
 
 // setDeadline arms p's retransmission timer; timers counts armed peers so
 // the engine looks at the clock only when one is armed.

@@ -103,6 +103,11 @@ func (p *hubPort) Pending() bool { return p.queued.Load() > 0 }
 // devices by hand looks at to see what left the other side.
 func (p *hubPort) Queued() int { return int(p.queued.Load()) }
 
+// Lossless is true: the hub refuses a frame (ErrFull) rather than lose it,
+// so a device's retransmission timer there only waits for a peer that
+// stopped.
+func (p *hubPort) Lossless() bool { return true }
+
 func (p *hubPort) MTU() int              { return p.hub.mtu }
 func (p *hubPort) MAC() net.HardwareAddr { return p.mac }
 func (p *hubPort) SetNotify(f func())    { p.mu.Lock(); p.notify = f; p.mu.Unlock() }
