@@ -90,7 +90,6 @@ type peer struct {
 	heldRF     bool   // hold mode: this peer's ring-full stall was counted
 	rfOwed     bool   // its RING_FULL status still waits for status ring room
 	rfAMT      uint16 // the ring that status names
-	rtoFloor   int64  // the device's least retransmission timeout (lossless media wait longer)
 	ackDue     bool   // something accepted (or a duplicate) awaits our cumulative ACK
 	ackPass    uint64 // the engine pass in which ackDue was set
 	rxSinceAck int    // frames that made an ACK due since the last one went out
@@ -102,7 +101,7 @@ func (d *Device) peerOf(node uint16) *peer {
 	if p == nil {
 		// The epoch starts from the clock, so a restarted device's packets
 		// are known for a new session by the peer that still remembers it.
-		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, rtoFloor: d.rtoFloor, pulls: map[uint32]*job{}, txEpoch: uint16(monotime.Now() >> 24)}
+		p = &peer{node: node, nextSeq: 1, expect: 1, backoff: minBackoff, pulls: map[uint32]*job{}, txEpoch: uint16(monotime.Now() >> 24)}
 		d.peers[node] = p
 	}
 	return p
@@ -110,10 +109,10 @@ func (d *Device) peerOf(node uint16) *peer {
 
 func (p *peer) windowFull(w int) bool { return len(p.unacked) >= w || p.resend }
 
-// rto is how long to wait for an ACK before sending again: the backoff,
+// rto is how long to wait for p's ACK before sending again: the backoff,
 // but never below three smoothed round trips (a slow medium is not a lost
-// packet), and never above maxBackoff.
-func (p *peer) rto() int64 { return min(max(p.backoff, 3*p.srtt, p.rtoFloor), maxBackoff) }
+// packet) nor the medium's floor, and never above maxBackoff.
+func (d *Device) rto(p *peer) int64 { return min(max(p.backoff, 3*p.srtt, d.rtoFloor), maxBackoff) }
 
 // setDeadline arms p's retransmission timer; timers counts armed peers so
 // the engine looks at the clock only when one is armed.
@@ -135,7 +134,7 @@ func (d *Device) clearDeadline(p *peer) {
 func (d *Device) sent(p *peer, e *txEntry) {
 	e.sentAt = monotime.Now()
 	if p.deadline == 0 {
-		d.setDeadline(p, e.sentAt+p.rto(), false)
+		d.setDeadline(p, e.sentAt+d.rto(p), false)
 	}
 }
 
@@ -565,7 +564,7 @@ func (d *Device) onAck(p *peer, ack uint32) {
 	p.unacked = p.unacked[:copy(p.unacked, p.unacked[i:])] // compact in place: no allocation per ACK
 	p.backoff, p.timeouts = minBackoff, 0
 	if len(p.unacked) > 0 {
-		d.setDeadline(p, now+p.rto(), false)
+		d.setDeadline(p, now+d.rto(p), false)
 	} else {
 		d.clearDeadline(p)
 	}
@@ -656,7 +655,7 @@ func (d *Device) retransmit(now int64) bool {
 				busy = true
 				continue
 			}
-			p.backoff = min(2*p.rto(), maxBackoff)
+			p.backoff = min(2*d.rto(p), maxBackoff)
 		}
 		for i := range p.unacked {
 			e := &p.unacked[i]
@@ -670,7 +669,7 @@ func (d *Device) retransmit(now int64) bool {
 			d.count(uapi.CtrRetransmits, 1)
 			busy = true
 		}
-		d.setDeadline(p, now+p.rto(), false)
+		d.setDeadline(p, now+d.rto(p), false)
 	}
 	return busy
 }

@@ -33,6 +33,14 @@ func freeUDP(t testing.TB) string {
 // udpPair opens two UDP ports on loopback that are each other's peer.
 func udpPair(t testing.TB, mtu int) (a, b link.Port) {
 	t.Helper()
+	a, b, _ = udpPairAt(t, mtu)
+	return a, b
+}
+
+// udpPairAt is udpPair that also returns b's host:port, for a test that
+// sends b datagrams of its own.
+func udpPairAt(t testing.TB, mtu int) (a, b link.Port, bAddr string) {
+	t.Helper()
 	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
 	aa, ab := freeUDP(t), freeUDP(t)
 	a, err := link.ListenUDP(aa, ma, map[string]string{mb.String(): ab}, mtu)
@@ -45,7 +53,7 @@ func udpPair(t testing.TB, mtu int) (a, b link.Port) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return a, b
+	return a, b, ab
 }
 
 // frame builds an Ethernet frame of the given EtherType in a port buffer.
@@ -185,18 +193,7 @@ func TestUDPExchange(t *testing.T) {
 // the recvmmsg path; a datagram longer than the MTU inside it is counted and
 // dropped without costing its neighbours.
 func TestUDPBurstThroughBatches(t *testing.T) {
-	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
-	aa, ab := freeUDP(t), freeUDP(t)
-	a, err := link.ListenUDP(aa, ma, map[string]string{mb.String(): ab}, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := link.ListenUDP(ab, mb, map[string]string{ma.String(): aa}, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b, ab := udpPairAt(t, 1500)
 	raw, err := net.Dial("udp", ab)
 	if err != nil {
 		t.Fatal(err)

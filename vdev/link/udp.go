@@ -170,11 +170,7 @@ func (p *udpPort) Send(f []byte) error {
 // (link.VectorSender); a group address goes through Send, to every peer.
 func (p *udpPort) SendVec(head, payload []byte) error {
 	if len(head) < wire.EthHeaderLen || head[0]&1 != 0 {
-		f := append(head, payload...)
-		if err := p.Send(f); err != nil {
-			return err
-		}
-		return nil
+		return p.Send(append(head, payload...))
 	}
 	pe := p.peers[[6]byte(head[:6])]
 	if pe == nil {
