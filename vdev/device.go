@@ -86,6 +86,7 @@ type Device struct {
 	port       link.Port
 	vec        link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
 	rtoFloor   int64             // least retransmission timeout, ns (0: the backoff's 100 us)
+	backlog    link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
 	crc        bool
 	maxPayload uint32
 	parser     *wire.Parser
@@ -223,6 +224,7 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	d.backlog, _ = p.(link.Backlogger)
 	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
 		d.rtoFloor = losslessRTO
 	}

@@ -648,6 +648,12 @@ func (d *Device) retransmit(now int64) bool {
 			d.clearDeadline(p)
 			continue
 		}
+		if d.backlog != nil && d.backlog.Backlog() > 0 {
+			// Our own port has not sent everything yet: a packet still in
+			// its queue is not lost, and resending it would queue it twice.
+			d.setDeadline(p, now+d.rto(p), p.resend)
+			continue
+		}
 		if !p.resend {
 			d.count(uapi.CtrTimeouts, 1)
 			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {

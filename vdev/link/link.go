@@ -47,10 +47,20 @@ type Port interface {
 // VectorSender is a Port that sends a frame given as its head (built in a
 // port Buffer) and a payload left where it lies, gathered by the kernel in
 // the same system call, so a large payload is copied once instead of twice.
-// SendVec takes ownership of head unless it returns an error, as Send does;
-// it reads payload only during the call.
+// SendVec takes ownership of head unless it returns an error, as Send does.
+// It reads payload during the call, or, on a port that is also a
+// Backlogger, until the frame has left (the device gathers only from a
+// command's buffer, stable until the command completes).
 type VectorSender interface {
 	SendVec(head, payload []byte) error
+}
+
+// Backlogger is a Port that queues frames and sends them on its own
+// goroutine (a NIC's transmit ring). Backlog is how many accepted frames
+// have not reached the medium yet: a packet still queued is not lost, so
+// the device's retransmission timer waits while Backlog is not zero.
+type Backlogger interface {
+	Backlog() int
 }
 
 // Hub is the in-memory medium: a learning-free switch that delivers a frame

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -30,6 +32,7 @@ type udpPort struct {
 	fdPort
 	peers map[[6]byte]*udpPeer
 	all   []*udpPeer // for broadcast, in a fixed order
+	q     txq        // large frames go out on the sender goroutine
 }
 
 // ListenUDP opens a port that carries each Ethernet frame as one UDP
@@ -141,6 +144,9 @@ func (p *udpPort) Send(f []byte) error {
 		if pe == nil {
 			return ErrNoRoute
 		}
+		if !p.q.idle() { // behind the queued frames, never ahead of them
+			return p.q.put(txSlot{head: f, name: pe.name, sa: pe.sa, salen: pe.len}, p.startSender)
+		}
 		if err := p.sendTo(f, pe); err != nil {
 			return err
 		}
@@ -149,6 +155,9 @@ func (p *udpPort) Send(f []byte) error {
 	}
 	if len(p.all) == 0 {
 		return ErrNoRoute
+	}
+	if !p.q.idle() {
+		return ErrFull // a group frame waits for the queue to drain: order is kept
 	}
 	var err error
 	sent := false
@@ -168,6 +177,9 @@ func (p *udpPort) Send(f []byte) error {
 
 // SendVec sends a unicast frame as head and payload gathered by the kernel
 // (link.VectorSender); a group address goes through Send, to every peer.
+// A payload of asyncMin bytes or more, and any frame while others wait, is
+// queued for the sender goroutine (see txq): payload must then stay
+// unchanged until Backlog shows the frame sent.
 func (p *udpPort) SendVec(head, payload []byte) error {
 	if len(head) < wire.EthHeaderLen || head[0]&1 != 0 {
 		return p.Send(append(head, payload...))
@@ -176,7 +188,45 @@ func (p *udpPort) SendVec(head, payload []byte) error {
 	if pe == nil {
 		return ErrNoRoute
 	}
+	if len(head)+len(payload) > p.mtu {
+		return fmt.Errorf("link: udp send to %s: frame of %d bytes exceeds mtu %d", pe.name, len(head)+len(payload), p.mtu)
+	}
+	if len(payload) >= asyncMin || !p.q.idle() {
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		return p.q.put(txSlot{head: head, payload: payload, name: pe.name, sa: pe.sa, salen: pe.len}, p.startSender)
+	}
 	return p.sendVec("udp send", pe.name, pe.sa, pe.len, head, payload)
+}
+
+// Backlog is how many frames the port accepted and has not put on the
+// wire yet: a device does not time out a packet still in its own queue.
+func (p *udpPort) Backlog() int { return p.q.backlog() }
+
+// TxErrors counts queued frames the kernel refused for good (not
+// backpressure): the device's retransmission recovers them.
+func (p *udpPort) TxErrors() uint64 { return p.q.errs.Load() }
+
+// startSender runs the sender goroutine, once, with the first queued frame.
+func (p *udpPort) startSender() {
+	p.q.send = func(s *txSlot) error {
+		for {
+			err := p.sendVec("udp send", s.name, s.sa, s.salen, s.head, s.payload)
+			if err != ErrFull {
+				return err // nil: sendVec released the head
+			}
+			if p.closed.Load() {
+				return ErrClosed
+			}
+			runtime.Gosched() // the socket buffer is full: the receiver is draining it
+		}
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.q.run(p.done, monotime.Now, p.Release)
+	}()
 }
 
 func (p *udpPort) sendTo(f []byte, pe *udpPeer) error {
