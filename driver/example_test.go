@@ -17,7 +17,7 @@ func Example() {
 	}
 	defer l.Close()
 	open := func(d *vdev.Device) *driver.Driver {
-		drv, err := driver.Open(driver.InProcess(d.Region(), d.DoorbellFD(), d.InterruptFD()))
+		drv, err := driver.Open(driver.InProcessDevice(d))
 		if err != nil {
 			panic(err)
 		}

@@ -59,3 +59,63 @@ func (t *eventfdTransport) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LocalDevice is a device model running in this process (a *vdev.Device):
+// its region, its doorbell as a call, and its interrupt as a channel.
+type LocalDevice interface {
+	Region() []byte
+	// Ring wakes the device's engine.
+	Ring()
+	// WatchInterrupt makes the device send on ch (room for one) when it
+	// interrupts a sleeping driver; stop undoes it.
+	WatchInterrupt(ch chan struct{}) (stop func())
+}
+
+// localTransport reaches a device in this process without eventfds: the
+// doorbell is a call and the interrupt a channel, and the device hands its
+// core to the driver it wakes. An eventfd is heard when the Go runtime polls
+// descriptors: at once by an idle core parked in the poller, late while
+// every core runs a spinning goroutine (an engine and two drivers on two).
+// Measured on the UDP 8-byte ping-pong (2 cores): RTT/2 mean 12-13.5 us with
+// eventfds, 9.7-10 us with this transport; p99 88 -> 64 us.
+type localTransport struct {
+	dev   LocalDevice
+	irq   chan struct{}
+	stop  func()
+	timer *time.Timer
+}
+
+// InProcessDevice attaches to dev, a device in this process. Prefer it to
+// InProcess, which takes the eventfds a separate process would use.
+func InProcessDevice(dev LocalDevice) Transport {
+	t := &localTransport{dev: dev, irq: make(chan struct{}, 1)}
+	t.stop = dev.WatchInterrupt(t.irq)
+	return t
+}
+
+func (t *localTransport) Region() []byte { return t.dev.Region() }
+
+func (t *localTransport) Kick() error {
+	t.dev.Ring()
+	return nil
+}
+
+func (t *localTransport) WaitIRQ(timeoutMs int) error {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if t.timer == nil {
+		t.timer = time.NewTimer(d)
+	} else {
+		t.timer.Reset(d)
+	}
+	select {
+	case <-t.irq:
+	case <-t.timer.C:
+	}
+	t.timer.Stop()
+	return nil
+}
+
+func (t *localTransport) Close() error {
+	t.stop()
+	return nil
+}

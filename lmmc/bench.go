@@ -99,7 +99,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	defer l.Close()
 	bn := make([]*benchNode, nodes)
 	for i, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			return r, fmt.Errorf("lmmc bench: %w", err)
 		}

@@ -43,7 +43,7 @@ func pairOn(t *testing.T, policy string, frames int, fc fault.Config) (*Node, *N
 	t.Cleanup(func() { l.Close() })
 	var ns []*Node
 	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

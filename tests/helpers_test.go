@@ -27,7 +27,7 @@ func cluster(t *testing.T, cfg vdev.Config, payload, n int) (*vdev.Local, []*dri
 	t.Cleanup(func() { l.Close() })
 	var ds []*driver.Driver
 	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			t.Fatalf("open driver on node %d: %v", dev.Node(), err)
 		}

@@ -143,7 +143,7 @@ func wrappedCluster(t *testing.T, cfg vdev.Config, payload, n int, wrap func(d *
 	t.Cleanup(func() { l.Close() })
 	var ds []*driver.Driver
 	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			t.Fatal(err)
 		}

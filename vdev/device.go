@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -78,10 +80,12 @@ type Device struct {
 	node uint16
 	mac  net.HardwareAddr
 
-	doorbells []*eventfd.FD // one per vector: drivers signal one after publishing while DEV_SLEEP=1
-	irq       *eventfd.FD   // in-process driver's interrupt: signalled after a status while DRV_WAIT=1
-	irqMu     sync.Mutex    // guards irqs; held while signalling, so a removed fd is never written
-	irqs      []int         // every interrupt eventfd to signal (irq, plus attached clients')
+	doorbells []*eventfd.FD          // one per vector: drivers signal one after publishing while DEV_SLEEP=1
+	irq       *eventfd.FD            // in-process driver's interrupt: signalled after a status while DRV_WAIT=1
+	irqMu     sync.Mutex             // guards irqs; held while signalling, so a removed fd is never written
+	irqs      []int                  // every interrupt eventfd to signal (irq, plus attached clients')
+	irqChans  []chan struct{}        // in-process drivers' interrupts (WatchInterrupt), guarded by irqMu
+	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
 
 	port       link.Port
 	vec        link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
@@ -271,6 +275,33 @@ func (d *Device) AddInterrupt(fd int) {
 	d.irqs = append(d.irqs, fd)
 }
 
+// Ring is an in-process driver's doorbell: it wakes the device's engine
+// directly. An eventfd is heard only when the Go runtime polls its
+// descriptors, which, while every core runs a spinning goroutine, is the
+// system monitor's look every 10 ms.
+func (d *Device) Ring() {
+	d.count(uapi.CtrDoorbells, 1)
+	if w := d.wake.Load(); w != nil {
+		(*w)()
+	}
+}
+
+// WatchInterrupt makes the device signal ch too (without blocking: give it
+// room for one) whenever it interrupts a sleeping driver, for a driver in
+// this process, which a channel wakes at once where an eventfd waits for
+// the runtime poller (see Ring). stop undoes it; the device will not send
+// on ch once stop returns.
+func (d *Device) WatchInterrupt(ch chan struct{}) (stop func()) {
+	d.irqMu.Lock()
+	defer d.irqMu.Unlock()
+	d.irqChans = append(d.irqChans, ch)
+	return func() {
+		d.irqMu.Lock()
+		defer d.irqMu.Unlock()
+		d.irqChans = slices.DeleteFunc(d.irqChans, func(c chan struct{}) bool { return c == ch })
+	}
+}
+
 // RemoveInterrupt stops signalling fd (its client left). When it returns
 // the device will not write fd again, so the caller may close it.
 func (d *Device) RemoveInterrupt(fd int) {
@@ -390,7 +421,21 @@ func (d *Device) interrupt() {
 		for _, fd := range d.irqs {
 			eventfd.Signal(fd)
 		}
+		woke := false
+		for _, ch := range d.irqChans {
+			select {
+			case ch <- struct{}{}:
+				woke = true
+			default: // already signalled: the driver has not looked yet
+			}
+		}
 		d.irqMu.Unlock()
+		if woke {
+			// The woken driver waits on this core's run queue until the
+			// engine yields; yield now (measured: RTT/2 p50 73 us -> 18 us
+			// when drivers always sleep; eventfd wake-ups 31 us).
+			runtime.Gosched()
+		}
 	}
 }
 

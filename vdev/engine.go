@@ -45,6 +45,8 @@ func NewEngine(devs ...*Device) (*Engine, error) {
 			return nil, errors.New("vdev: device has no port attached")
 		}
 		d.port.SetNotify(e.notify)
+		wake := e.notify // kicks only a sleeping engine, as the doorbell eventfd's reader does
+		d.wake.Store(&wake)
 	}
 	return e, nil
 }

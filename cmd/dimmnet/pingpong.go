@@ -179,7 +179,7 @@ func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
 		}
 	}()
 	for i, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			closeAll()
 			return sides, nil, err

@@ -45,7 +45,7 @@ func portPair(tb testing.TB, maxSize int, open func(d *vdev.Device) (link.Port, 
 	tb.Cleanup(func() { l.Close() })
 	var s [2]*Side
 	for i, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func setup(t *testing.T, writable bool, nodes ...uint16) *mounted {
 	m := &mounted{l: l, mnt: mnt}
 	var devs []Device
 	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			t.Fatalf("open driver on node %d: %v", dev.Node(), err)
 		}

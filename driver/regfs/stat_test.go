@@ -19,7 +19,7 @@ func TestWriteStat(t *testing.T) {
 	defer l.Close()
 	var ds []*driver.Driver
 	for _, dev := range l.Devices {
-		d, err := driver.Open(driver.InProcess(dev.Region(), dev.DoorbellFD(), dev.InterruptFD()))
+		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
 			t.Fatal(err)
 		}
