@@ -648,11 +648,19 @@ func (d *Device) retransmit(now int64) bool {
 			d.clearDeadline(p)
 			continue
 		}
-		if d.backlog != nil && d.backlog.Backlog() > 0 {
-			// Our own port has not sent everything yet: a packet still in
-			// its queue is not lost, and resending it would queue it twice.
-			d.setDeadline(p, now+d.rto(p), p.resend)
-			continue
+		if d.backlog != nil {
+			// A packet still in our own port's queue is not lost (resending
+			// it would queue it twice), and one that left late is timed
+			// from when it left.
+			queued, last := d.backlog.Backlog([6]byte(wire.NodeMAC(p.node)))
+			if queued > 0 {
+				d.setDeadline(p, now+d.rto(p), p.resend)
+				continue
+			}
+			if at := last + d.rto(p); at > now {
+				d.setDeadline(p, at, p.resend)
+				continue
+			}
 		}
 		if !p.resend {
 			d.count(uapi.CtrTimeouts, 1)

@@ -56,11 +56,13 @@ type VectorSender interface {
 }
 
 // Backlogger is a Port that queues frames and sends them on its own
-// goroutine (a NIC's transmit ring). Backlog is how many accepted frames
-// have not reached the medium yet: a packet still queued is not lost, so
-// the device's retransmission timer waits while Backlog is not zero.
+// goroutine (a NIC's transmit ring). Backlog reports, for the station dst,
+// how many accepted frames have not reached the medium yet and when the
+// port last put one of them there (monotonic ns; 0: never). A packet still
+// queued is not lost, and one that left late was not sent when queued: the
+// device's retransmission timer counts from the later of the two.
 type Backlogger interface {
-	Backlog() int
+	Backlog(dst [6]byte) (queued int, lastSent int64)
 }
 
 // Hub is the in-memory medium: a learning-free switch that delivers a frame

@@ -227,6 +227,7 @@ func TestUDPQueuedSendsKeepOrder(t *testing.T) {
 	a, b := udpPair(t, 9000)
 	vs := a.(link.VectorSender)
 	bl := a.(link.Backlogger)
+	backlog := func() int { n, _ := bl.Backlog([6]byte(b.MAC())); return n }
 	const n = 200
 	payloads := make([][]byte, n)
 	queuedGroup := 0
@@ -247,7 +248,7 @@ func TestUDPQueuedSendsKeepOrder(t *testing.T) {
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-		if i == n/2 && bl.Backlog() > 0 {
+		if i == n/2 && backlog() > 0 {
 			f := frame(a, wire.BroadcastMAC, uint16(wire.EtherType), []byte("group"))
 			if err := a.Send(f); errors.Is(err, link.ErrFull) {
 				queuedGroup++
@@ -267,11 +268,11 @@ func TestUDPQueuedSendsKeepOrder(t *testing.T) {
 		b.Release(f)
 	}
 	end := time.Now().Add(5 * time.Second)
-	for bl.Backlog() != 0 && time.Now().Before(end) {
+	for backlog() != 0 && time.Now().Before(end) {
 		time.Sleep(time.Millisecond)
 	}
-	if bl.Backlog() != 0 {
-		t.Fatalf("backlog %d after every frame arrived", bl.Backlog())
+	if n, last := bl.Backlog([6]byte(b.MAC())); n != 0 || last == 0 {
+		t.Fatalf("backlog %d, last sent at %d, after every frame arrived", n, last)
 	}
 	t.Logf("group frame refused while the queue was busy: %d", queuedGroup)
 }

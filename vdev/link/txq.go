@@ -30,6 +30,15 @@ type txSlot struct {
 	name          string
 	sa            unsafe.Pointer
 	salen         uintptr
+	dst           *txDest // its destination's backlog, nil for none
+}
+
+// txDest is one destination's share of the queue: frames queued for it and
+// when the last of them left, so a device times out a packet from when it
+// went on the wire, not from when it was queued.
+type txDest struct {
+	queued   atomic.Int64
+	lastSent atomic.Int64 // monotonic ns
 }
 
 // txq is the transmit queue: a single-producer (the engine), single-consumer
@@ -53,9 +62,6 @@ type txq struct {
 // idle reports that nothing is queued or being sent.
 func (q *txq) idle() bool { return q.enq.Load() == q.done.Load() }
 
-// backlog is how many frames were accepted and are not on the wire yet.
-func (q *txq) backlog() int { return int(q.enq.Load() - q.done.Load()) }
-
 // put queues a slot; ErrFull when the ring is full. start runs the sender
 // goroutine the first time.
 func (q *txq) put(s txSlot, start func()) error {
@@ -64,6 +70,9 @@ func (q *txq) put(s txSlot, start func()) error {
 		return ErrFull
 	}
 	q.slots[e%txqDepth] = s
+	if s.dst != nil {
+		s.dst.queued.Add(1)
+	}
 	q.enq.Store(e + 1) // publish after the slot is written
 	if !q.started {
 		q.started = true
@@ -100,6 +109,10 @@ func (q *txq) run(closed <-chan struct{}, now func() int64, release func([]byte)
 			}
 			q.errs.Add(1) // the device's retransmission recovers the frame
 			release(s.head)
+		}
+		if s.dst != nil {
+			s.dst.lastSent.Store(now())
+			s.dst.queued.Add(-1)
 		}
 		*s = txSlot{} // keep no payload reachable
 		q.done.Store(d + 1)

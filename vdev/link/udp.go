@@ -26,6 +26,7 @@ type udpPeer struct {
 	name string
 	sa   unsafe.Pointer // *unix.RawSockaddrInet4 or *unix.RawSockaddrInet6
 	len  uintptr
+	tx   txDest // its frames in the transmit queue
 }
 
 type udpPort struct {
@@ -145,7 +146,7 @@ func (p *udpPort) Send(f []byte) error {
 			return ErrNoRoute
 		}
 		if !p.q.idle() { // behind the queued frames, never ahead of them
-			return p.q.put(txSlot{head: f, name: pe.name, sa: pe.sa, salen: pe.len}, p.startSender)
+			return p.q.put(txSlot{head: f, name: pe.name, sa: pe.sa, salen: pe.len, dst: &pe.tx}, p.startSender)
 		}
 		if err := p.sendTo(f, pe); err != nil {
 			return err
@@ -179,7 +180,7 @@ func (p *udpPort) Send(f []byte) error {
 // (link.VectorSender); a group address goes through Send, to every peer.
 // A payload of asyncMin bytes or more, and any frame while others wait, is
 // queued for the sender goroutine (see txq): payload must then stay
-// unchanged until Backlog shows the frame sent.
+// unchanged until Backlog shows it sent.
 func (p *udpPort) SendVec(head, payload []byte) error {
 	if len(head) < wire.EthHeaderLen || head[0]&1 != 0 {
 		return p.Send(append(head, payload...))
@@ -195,14 +196,20 @@ func (p *udpPort) SendVec(head, payload []byte) error {
 		if p.closed.Load() {
 			return ErrClosed
 		}
-		return p.q.put(txSlot{head: head, payload: payload, name: pe.name, sa: pe.sa, salen: pe.len}, p.startSender)
+		return p.q.put(txSlot{head: head, payload: payload, name: pe.name, sa: pe.sa, salen: pe.len, dst: &pe.tx}, p.startSender)
 	}
 	return p.sendVec("udp send", pe.name, pe.sa, pe.len, head, payload)
 }
 
-// Backlog is how many frames the port accepted and has not put on the
-// wire yet: a device does not time out a packet still in its own queue.
-func (p *udpPort) Backlog() int { return p.q.backlog() }
+// Backlog is how many frames for dst the port accepted and has not put on
+// the wire yet, and when it last put one there (link.Backlogger).
+func (p *udpPort) Backlog(dst [6]byte) (queued int, lastSent int64) {
+	pe := p.peers[dst]
+	if pe == nil {
+		return 0, 0
+	}
+	return int(pe.tx.queued.Load()), pe.tx.lastSent.Load()
+}
 
 // TxErrors counts queued frames the kernel refused for good (not
 // backpressure): the device's retransmission recovers them.
