@@ -47,12 +47,17 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 	counts := func() (uint64, uint64) {
 		return a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits)
 	}
+	passes := func() { // enough for a passed deadline to count (graceP)
+		for range graceP + 1 {
+			r.step(a)
+		}
+	}
 	qp.queued.Store(1)
 	r.push(a, 8, 1)
 	r.step(a)
 	for range 5 { // many timeouts' worth while the port holds the packet
 		time.Sleep(2 * time.Millisecond)
-		r.step(a)
+		passes()
 	}
 	if to, re := counts(); to != 0 || re != 0 {
 		t.Fatalf("while queued: %d timeouts, %d retransmits; want none", to, re)
@@ -60,7 +65,7 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 	qp.queued.Store(0)
 	qp.lastSent.Store(monotime.Now()) // it left, and is never ACKed: lost
 	time.Sleep(2 * time.Millisecond)
-	r.step(a)
+	passes()
 	if to, re := counts(); to != 1 || re != 1 {
 		t.Fatalf("after it left: %d timeouts, %d retransmits; want 1 and 1", to, re)
 	}
@@ -68,8 +73,43 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 	// here makes it look old): its timeout counts from then.
 	qp.lastSent.Store(monotime.Now() + int64(time.Second))
 	time.Sleep(5 * time.Millisecond) // beyond the doubled timeout
-	r.step(a)
+	passes()
 	if to, re := counts(); to != 1 || re != 1 {
 		t.Fatalf("resend just left: %d timeouts, %d retransmits; want still 1 and 1", to, re)
+	}
+}
+
+// A deadline that passed while the engine was off its core is not a
+// timeout yet: the answer may be one pass away (here the peer, on the same
+// engine, has not even run). Only a deadline still passed graceP passes
+// later counts.
+func TestTimeoutWaitsForTheAnswer(t *testing.T) {
+	r := newAckRig(t, 64)
+	r.push(r.a, 8, 1)
+	pastRTO := func() { // the engine is "off its core" beyond the timeout
+		time.Sleep(time.Duration(r.a.rto(r.a.peerOf(2))) + time.Millisecond)
+	}
+	r.step(r.a) // the ping leaves
+	pastRTO()
+	for range 3 {
+		r.step(r.a) // the first pass after the gap: the deadline has passed
+		r.step(r.b) // the peer receives, then ACKs a pass later
+	}
+	if to := r.a.r.Counter(uapi.CtrTimeouts); to != 0 {
+		t.Fatalf("%d timeouts for a packet ACKed within %d passes of the gap", to, graceP)
+	}
+	if got := r.a.r.Counter(uapi.CtrTxPkts); got != 1 {
+		t.Fatalf("%d packets sent, want the one ping", got)
+	}
+
+	// A peer that does not answer: the timeout counts after the grace.
+	r.push(r.a, 8, 2)
+	r.step(r.a)
+	pastRTO()
+	for range graceP + 1 {
+		r.step(r.a)
+	}
+	if to := r.a.r.Counter(uapi.CtrTimeouts); to != 1 {
+		t.Fatalf("%d timeouts for a packet never ACKed, want 1", to)
 	}
 }

@@ -21,6 +21,10 @@ const (
 	// fired for that under load, resending what was on its way. The timer
 	// still makes a peer that stopped answering unreachable.
 	losslessRTO = 5_000_000 // ns
+	// graceP is how many more engine passes a passed deadline waits before
+	// it counts as a timeout (see retransmit): with the ACK rule, an answer
+	// from a peer on the same engine is read within three.
+	graceP = 4
 )
 
 // txBurst bounds the packets one command sends per engine pass, so a large
@@ -68,32 +72,33 @@ type txEntry struct {
 
 // peer is the per-destination reliability state.
 type peer struct {
-	node       uint16
-	nextSeq    uint32
-	acked      uint32 // highest cumulative ACK received
-	unacked    []txEntry
-	jobs       []*job // PUSH/IPUSH awaiting ACK, in sequence order
-	resp       []*respJob
-	deadline   int64  // >0: retransmission timer (RTO, or a NACK's go-back)
-	resend     bool   // the deadline is a NACK's go-back, not a timeout
-	backoff    int64  // current retransmission interval
-	srtt       int64  // smoothed round trip of acknowledged packets, ns
-	timeouts   int    // consecutive timeouts without progress
-	expect     uint32 // next sequence number to accept
-	gotAny     bool   // something was accepted, so Ack = expect-1 means something
-	owedCtl    []ctl  // NACKs the link could not take yet
-	held       []byte // hold mode: the frame this peer sent that we cannot place yet
-	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
-	txEpoch    uint16 // our sending session with this peer (the Code field of data frames)
-	rxEpoch    uint16 // the peer's sending session we follow
-	rxKnown    bool   // rxEpoch was seen
-	heldRF     bool   // hold mode: this peer's ring-full stall was counted
-	rfOwed     bool   // its RING_FULL status still waits for status ring room
-	rfAMT      uint16 // the ring that status names
-	ackDue     bool   // something accepted (or a duplicate) awaits our cumulative ACK
-	ackPass    uint64 // the engine pass in which ackDue was set
-	rxSinceAck int    // frames that made an ACK due since the last one went out
-	pulls      map[uint32]*job
+	node        uint16
+	nextSeq     uint32
+	acked       uint32 // highest cumulative ACK received
+	unacked     []txEntry
+	jobs        []*job // PUSH/IPUSH awaiting ACK, in sequence order
+	resp        []*respJob
+	deadline    int64  // >0: retransmission timer (RTO, or a NACK's go-back)
+	expiredPass uint64 // the engine pass that first saw deadline passed (0: not yet)
+	resend      bool   // the deadline is a NACK's go-back, not a timeout
+	backoff     int64  // current retransmission interval
+	srtt        int64  // smoothed round trip of acknowledged packets, ns
+	timeouts    int    // consecutive timeouts without progress
+	expect      uint32 // next sequence number to accept
+	gotAny      bool   // something was accepted, so Ack = expect-1 means something
+	owedCtl     []ctl  // NACKs the link could not take yet
+	held        []byte // hold mode: the frame this peer sent that we cannot place yet
+	pagingHold  bool   // its paging request was delivered: place nothing more until PAGE_DONE
+	txEpoch     uint16 // our sending session with this peer (the Code field of data frames)
+	rxEpoch     uint16 // the peer's sending session we follow
+	rxKnown     bool   // rxEpoch was seen
+	heldRF      bool   // hold mode: this peer's ring-full stall was counted
+	rfOwed      bool   // its RING_FULL status still waits for status ring room
+	rfAMT       uint16 // the ring that status names
+	ackDue      bool   // something accepted (or a duplicate) awaits our cumulative ACK
+	ackPass     uint64 // the engine pass in which ackDue was set
+	rxSinceAck  int    // frames that made an ACK due since the last one went out
+	pulls       map[uint32]*job
 }
 
 func (d *Device) peerOf(node uint16) *peer {
@@ -120,14 +125,14 @@ func (d *Device) setDeadline(p *peer, at int64, resend bool) {
 	if p.deadline == 0 {
 		d.timers++
 	}
-	p.deadline, p.resend = at, resend
+	p.deadline, p.resend, p.expiredPass = at, resend, 0
 }
 
 func (d *Device) clearDeadline(p *peer) {
 	if p.deadline != 0 {
 		d.timers--
 	}
-	p.deadline, p.resend = 0, false
+	p.deadline, p.resend, p.expiredPass = 0, false, 0
 }
 
 // sent records a packet just put on the link and arms the timer if idle.
@@ -662,6 +667,19 @@ func (d *Device) retransmit(now int64) bool {
 				continue
 			}
 		}
+		// The deadline passed, but the clock also runs while this engine
+		// is off its core, and then the answer may be waiting unread (or,
+		// for a peer on this engine, unsent: its ACK goes out one pass
+		// after the frame arrives). Give the receive side graceP passes
+		// before calling it a timeout: microseconds against 100 us.
+		if p.expiredPass == 0 {
+			p.expiredPass = d.pass
+			continue
+		}
+		if d.pass-p.expiredPass < graceP {
+			continue
+		}
+		p.expiredPass = 0
 		if !p.resend {
 			d.count(uapi.CtrTimeouts, 1)
 			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
