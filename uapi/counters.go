@@ -37,6 +37,8 @@ const (
 	CtrHolds                           // frames held for a peer (lossy links)
 	CtrMisplaced                       // TAGGED writes refused: the frame belongs to another port
 	CtrPagingHolds                     // peers held while their paging request is handled
+	CtrLinkRxDropped                   // frames the link port discarded before the device saw them (over its MTU, for another station, receive errors)
+	CtrLinkTxErrors                    // queued frames the kernel refused for good (the reliability layer resends them)
 	NumCounters
 )
 
@@ -48,6 +50,7 @@ var CounterNames = [NumCounters]string{
 	"RINGFULL_NACKS", "NACKS_RX", "RETRANSMITS", "DUPLICATES", "OUT_OF_ORDER",
 	"STATUS_FULL_STALLS", "INTERLEAVED", "ACKS_TX", "ACKS_RX", "SLEEPS",
 	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS", "MISPLACED", "PAGING_HOLDS",
+	"LINK_RX_DROPPED", "LINK_TX_ERRORS",
 }
 
 func (c Counter) String() string {

@@ -87,13 +87,15 @@ type Device struct {
 	irqChans  []chan struct{}        // in-process drivers' interrupts (WatchInterrupt), guarded by irqMu
 	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
 
-	port       link.Port
-	vec        link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
-	rtoFloor   int64             // least retransmission timeout, ns (0: the backoff's 100 us)
-	backlog    link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
-	crc        bool
-	maxPayload uint32
-	parser     *wire.Parser
+	port     link.Port
+	vec      link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
+	rtoFloor int64             // least retransmission timeout, ns (0: the backoff's 100 us)
+	backlog  link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
+	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
+	linkRxDropped, linkTxErrors func() uint64
+	crc                         bool
+	maxPayload                  uint32
+	parser                      *wire.Parser
 
 	amtat    []uint32 // AMT Address Table: GPID -> AMTATValid|index, inside the device
 	amtatSeq uint64   // last AMTAT_CTRL value executed
@@ -229,6 +231,13 @@ func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
 	d.backlog, _ = p.(link.Backlogger)
+	d.linkRxDropped, d.linkTxErrors = nil, nil
+	if c, ok := p.(interface{ Dropped() uint64 }); ok {
+		d.linkRxDropped = c.Dropped
+	}
+	if c, ok := p.(interface{ TxErrors() uint64 }); ok {
+		d.linkTxErrors = c.TxErrors
+	}
 	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
 		d.rtoFloor = losslessRTO
 	}
@@ -239,6 +248,16 @@ func (d *Device) AttachPort(p link.Port) {
 	d.maxPayload = mp
 	d.r.Store64(uapi.RegMTU, uint64(mp))
 	d.r.Store64(uapi.RegState, uapi.StateRunning)
+}
+
+// mirrorLink copies the port's own counters into the register page.
+func (d *Device) mirrorLink() {
+	if d.linkRxDropped != nil {
+		d.r.Store64(uapi.CtrLinkRxDropped.Off(), d.linkRxDropped())
+	}
+	if d.linkTxErrors != nil {
+		d.r.Store64(uapi.CtrLinkTxErrors.Off(), d.linkTxErrors())
+	}
 }
 
 // Node is the device's node id.

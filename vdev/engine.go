@@ -161,9 +161,7 @@ func (e *Engine) run() {
 			if busyRuns++; busyRuns&1023 == 0 { // ALIVE advances under unbroken load too
 				if t := monotime.Now(); t-lastAlive > aliveNs {
 					lastAlive = t
-					for _, d := range e.devs {
-						d.r.Store64(uapi.RegAlive, uint64(t))
-					}
+					e.heartbeat(t)
 				}
 			}
 			iter = 0
@@ -182,9 +180,7 @@ func (e *Engine) run() {
 		t := monotime.Now()
 		if t-lastAlive > aliveNs {
 			lastAlive = t
-			for _, d := range e.devs {
-				d.r.Store64(uapi.RegAlive, uint64(t))
-			}
+			e.heartbeat(t)
 		}
 		if lastWork == 0 {
 			lastWork = t
@@ -223,6 +219,16 @@ func (e *Engine) run() {
 		}
 		e.sleeping.Store(false)
 		lastWork = 0
+	}
+}
+
+// heartbeat advances every device's ALIVE register and mirrors its port's
+// own counters into the register page (the port counts on goroutines of its
+// own; only the engine writes the page).
+func (e *Engine) heartbeat(t int64) {
+	for _, d := range e.devs {
+		d.r.Store64(uapi.RegAlive, uint64(t))
+		d.mirrorLink()
 	}
 }
 

@@ -122,6 +122,8 @@ var counterDocs = [uapi.NumCounters]string{
 	"ACK frames received", "times the engine slept on this device", "doorbell wake-ups",
 	"retransmission timeouts", "frames with a bad CRC32C, dropped", "frames held for a peer",
 	"TAGGED writes refused: the link page frame belongs to another port", "peers held while their paging request is handled",
+	"frames the link port discarded before the device saw them: over its MTU, unicast for another station, receive errors (mirrored from the port every 10 ms)",
+	"queued frames the kernel refused for good; the reliability layer resends them (mirrored from the port every 10 ms)",
 }
 
 func fields(p func(string, ...any), fs []uapi.Field) {
