@@ -14,6 +14,7 @@ require (
 	github.com/u-root/mkuimage v0.0.0-20250701161901-6a9871f2e64f
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/net v0.59.0
 )
 
 require (
@@ -23,6 +24,5 @@ require (
 	github.com/mdlayher/socket v0.7.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.14 // indirect
 	github.com/u-root/uio v0.0.0-20240209044354-b3d14b93376a // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 )

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -44,6 +45,9 @@ func OpenAFPacket(ifname string, mac net.HardwareAddr) (Port, error) {
 		c.Close()
 		return nil, fmt.Errorf("link: afpacket %s: %w", ifname, err)
 	}
+	if err := c.SetBPF(stationFilter(mac)); err != nil {
+		return fail(fmt.Errorf("station filter: %w", err))
+	}
 	if !bytes.Equal(mac, ifi.HardwareAddr) {
 		if err := c.SetPromiscuous(true); err != nil {
 			return fail(fmt.Errorf("promiscuous mode for MAC %s: %w", mac, err))
@@ -66,6 +70,30 @@ func OpenAFPacket(ifname string, mac net.HardwareAddr) (Port, error) {
 	p.filter = true
 	p.init()
 	return p, nil
+}
+
+// stationFilter is a classic BPF program that passes a frame only when it
+// is for mac or a group address. The kernel then drops, before any copy or
+// system call of ours, the frames for other stations a promiscuous socket
+// sees (sibling devices on one NIC or bridge); the port's own MAC check
+// stays for the frames that arrived before the filter was attached.
+func stationFilter(mac net.HardwareAddr) []bpf.RawInstruction {
+	hi := uint32(mac[0])<<24 | uint32(mac[1])<<16 | uint32(mac[2])<<8 | uint32(mac[3])
+	lo := uint32(mac[4])<<8 | uint32(mac[5])
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},                        // first byte of the destination
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 1, SkipTrue: 4},   // group address: keep
+		bpf.LoadAbsolute{Off: 0, Size: 4},                        // destination bytes 0-3
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: hi, SkipTrue: 3}, // not ours: drop
+		bpf.LoadAbsolute{Off: 4, Size: 2},                        // destination bytes 4-5
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: lo, SkipTrue: 1},
+		bpf.RetConstant{Val: 1 << 18}, // keep the whole frame
+		bpf.RetConstant{Val: 0},       // drop
+	})
+	if err != nil {
+		panic(fmt.Sprintf("link: station filter does not assemble: %v", err)) // a fixed program: a bug here, not bad input
+	}
+	return prog
 }
 
 // Send writes the frame as is; the socket is bound to the interface and
