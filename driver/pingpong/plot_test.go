@@ -1,0 +1,88 @@
+package pingpong
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"image/png"
+	"io"
+	"strings"
+	"testing"
+)
+
+func plotResults() []Result {
+	var res []Result
+	for _, link := range []string{"mem", "udp"} {
+		for i, size := range []int{8, 64, 4096, 1 << 20} {
+			res = append(res,
+				Result{Mode: ModePush, Condition: CondLinkMem, Size: size, Link: link, RTTHalfUs: float64(1 + i), MBps: float64(10 * (i + 1))},
+				Result{Mode: ModeIPush, Condition: CondHostCopy, Size: size, Link: link, RTTHalfUs: float64(2 + i), MBps: float64(5 * (i + 1))})
+		}
+	}
+	return res
+}
+
+// One series per (link, mode, condition), each with its results.
+func TestSeriesOf(t *testing.T) {
+	ss := SeriesOf("", plotResults())
+	var labels []string
+	for _, s := range ss {
+		labels = append(labels, s.Label)
+		if len(s.Results) != 4 {
+			t.Errorf("%s: %d results, want 4", s.Label, len(s.Results))
+		}
+	}
+	want := "mem push linkmem,mem ipush hostcopy,udp push linkmem,udp ipush hostcopy"
+	if got := strings.Join(labels, ","); got != want {
+		t.Fatalf("labels %s, want %s", got, want)
+	}
+	if got := SeriesOf("run1", plotResults()[:1])[0].Label; got != "run1 mem push linkmem" {
+		t.Fatalf("prefixed label %q", got)
+	}
+}
+
+// The SVG is well-formed XML naming every series; the PNG decodes; other
+// formats and empty input are refused by name.
+func TestPlot(t *testing.T) {
+	ss := SeriesOf("", plotResults())
+	var svg bytes.Buffer
+	if err := Plot(&svg, "out.svg", ss); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
+	var text strings.Builder
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if c, ok := tok.(xml.CharData); ok {
+			text.Write(c)
+		}
+	}
+	for _, s := range ss {
+		if !strings.Contains(text.String(), s.Label) {
+			t.Errorf("SVG has no legend entry %q", s.Label)
+		}
+	}
+	var pngBuf bytes.Buffer
+	if err := Plot(&pngBuf, "out.PNG", ss); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&pngBuf)
+	if err != nil {
+		t.Fatalf("PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
+		t.Fatalf("PNG of %v", b)
+	}
+	if err := Plot(io.Discard, "out.pdf", ss); !errors.Is(err, ErrPlotFormat) {
+		t.Fatalf("pdf: %v, want ErrPlotFormat", err)
+	}
+	if err := Plot(io.Discard, "out.svg", nil); err == nil {
+		t.Fatal("plotting nothing succeeded")
+	}
+}
