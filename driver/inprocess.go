@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
@@ -79,16 +80,18 @@ type LocalDevice interface {
 // Measured on the UDP 8-byte ping-pong (2 cores): RTT/2 mean 12-13.5 us with
 // eventfds, 9.7-10 us with this transport; p99 88 -> 64 us.
 type localTransport struct {
-	dev   LocalDevice
-	irq   chan struct{}
-	stop  func()
-	timer *time.Timer
+	dev    LocalDevice
+	irq    chan struct{}
+	stop   func()
+	closed chan struct{} // Close: a waiter returns ErrDeviceStopped, as on a closed eventfd
+	once   sync.Once
+	timer  *time.Timer
 }
 
 // InProcessDevice attaches to dev, a device in this process. Prefer it to
 // InProcess, which takes the eventfds a separate process would use.
 func InProcessDevice(dev LocalDevice) Transport {
-	t := &localTransport{dev: dev, irq: make(chan struct{}, 1)}
+	t := &localTransport{dev: dev, irq: make(chan struct{}, 1), closed: make(chan struct{})}
 	t.stop = dev.WatchInterrupt(t.irq)
 	return t
 }
@@ -100,22 +103,33 @@ func (t *localTransport) Kick() error {
 	return nil
 }
 
+// WaitIRQ waits for the device's signal, timeoutMs (forever if not
+// positive, as an eventfd wait), or Close (ErrDeviceStopped).
 func (t *localTransport) WaitIRQ(timeoutMs int) error {
-	d := time.Duration(timeoutMs) * time.Millisecond
-	if t.timer == nil {
-		t.timer = time.NewTimer(d)
-	} else {
-		t.timer.Reset(d)
+	var expired <-chan time.Time
+	if timeoutMs > 0 {
+		d := time.Duration(timeoutMs) * time.Millisecond
+		if t.timer == nil {
+			t.timer = time.NewTimer(d)
+		} else {
+			t.timer.Reset(d)
+		}
+		defer t.timer.Stop()
+		expired = t.timer.C
 	}
 	select {
 	case <-t.irq:
-	case <-t.timer.C:
+	case <-expired:
+	case <-t.closed:
+		return ErrDeviceStopped
 	}
-	t.timer.Stop()
 	return nil
 }
 
 func (t *localTransport) Close() error {
-	t.stop()
+	t.once.Do(func() {
+		t.stop()
+		close(t.closed)
+	})
 	return nil
 }

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -66,5 +67,34 @@ func TestInProcessDeviceDoorbellAndInterrupt(t *testing.T) {
 	}
 	if got := b.Region().Load64(uapi.RegInterrupts); got <= irqs {
 		t.Fatalf("interrupt counter %d, was %d", got, irqs)
+	}
+}
+
+// Closing the transport wakes a waiter with ErrDeviceStopped, as closing
+// an eventfd does, and later waits fail the same way at once.
+func TestInProcessDeviceCloseWakesWaiter(t *testing.T) {
+	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tr := driver.InProcessDevice(l.Devices[0])
+	woke := make(chan error, 1)
+	go func() { woke <- tr.WaitIRQ(0) }() // 0: no timeout
+	time.Sleep(10 * time.Millisecond)
+	tr.Close()
+	select {
+	case err := <-woke:
+		if !errors.Is(err, driver.ErrDeviceStopped) {
+			t.Fatalf("WaitIRQ after Close: %v, want ErrDeviceStopped", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not wake the waiter")
+	}
+	if err := tr.WaitIRQ(60_000); !errors.Is(err, driver.ErrDeviceStopped) {
+		t.Fatalf("WaitIRQ on a closed transport: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 }

@@ -113,3 +113,47 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 		t.Fatalf("%d timeouts for a packet never ACKed, want 1", to)
 	}
 }
+
+// A peer that stopped draining a full link: every go-back is cut short by
+// the link (ErrFull) at its first packet. That is backpressure, not a
+// NACK, but a go-back held up for a whole timeout counts as one, so the
+// command still completes with UNREACHABLE instead of retrying forever.
+func TestFullLinkToDeadPeerIsUnreachable(t *testing.T) {
+	hub := link.NewHub(1024+wire.FrameOverhead, 8) // 8 frames fill node 2's queue
+	var a *Device
+	for _, n := range []uint16{1, 2} {
+		d, err := New(Config{Node: n, RegionSize: 1 << 20, MaxTimeouts: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		p, _ := hub.Attach(d.MAC())
+		d.AttachPort(p)
+		if n == 1 {
+			a = d
+		}
+	}
+	e, err := NewEngine(a) // node 2 has no engine: it never drains its queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	defer e.Stop()
+	desc := uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, Length: 32 << 10, RemoteAddr: 64 << 10, Cookie: 7}
+	a.r.WriteDesc(a.g.CmdqOff, &desc, 0)
+	a.r.Store64(uapi.RegCmdqTail, 1)
+	end := time.Now().Add(30 * time.Second)
+	for a.r.Load64(uapi.RegStatqTail) == 0 {
+		if time.Now().After(end) {
+			t.Fatalf("no status after 30 s: %d timeouts, %d retransmits", a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s := a.r.ReadStatus(a.g.StatqOff)
+	if s.Type != uapi.StError || s.Err != uapi.EUnreachable || s.Cookie != 7 {
+		t.Fatalf("status %v, want UNREACHABLE for cookie 7", s)
+	}
+	if to := a.r.Counter(uapi.CtrTimeouts); to < 3 {
+		t.Fatalf("%d timeouts counted, want at least MaxTimeouts (3)", to)
+	}
+}

@@ -340,6 +340,11 @@ func (d *Device) InterruptFD() int { return d.irq.Int() }
 // its Engine first.
 func (d *Device) Close() error {
 	var errs []error
+	// The port first: a port that sends on its own goroutine may still
+	// gather a queued frame's payload from the region.
+	if d.port != nil {
+		errs = append(errs, d.port.Close())
+	}
 	if d.shm != nil {
 		d.r.Store64(uapi.RegState, uapi.StateStopped)
 		errs = append(errs, d.shm.Close(!d.cfg.KeepRegion))
@@ -349,9 +354,6 @@ func (d *Device) Close() error {
 		if e != nil {
 			errs = append(errs, e.Close())
 		}
-	}
-	if d.port != nil {
-		errs = append(errs, d.port.Close())
 	}
 	return errors.Join(errs...)
 }

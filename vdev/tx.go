@@ -80,6 +80,9 @@ type peer struct {
 	resp        []*respJob
 	deadline    int64  // >0: retransmission timer (RTO, or a NACK's go-back)
 	expiredPass uint64 // the engine pass that first saw deadline passed (0: not yet)
+	resuming    bool   // the deadline continues a go-back the link cut short, from resumeSeq
+	resumeSeq   uint32
+	roundEnd    int64  // resuming: when the cut-short go-back counts as timed out itself
 	resend      bool   // the deadline is a NACK's go-back, not a timeout
 	backoff     int64  // current retransmission interval
 	srtt        int64  // smoothed round trip of acknowledged packets, ns
@@ -125,14 +128,14 @@ func (d *Device) setDeadline(p *peer, at int64, resend bool) {
 	if p.deadline == 0 {
 		d.timers++
 	}
-	p.deadline, p.resend, p.expiredPass = at, resend, 0
+	p.deadline, p.resend, p.expiredPass, p.resuming = at, resend, 0, false
 }
 
 func (d *Device) clearDeadline(p *peer) {
 	if p.deadline != 0 {
 		d.timers--
 	}
-	p.deadline, p.resend, p.expiredPass = 0, false, 0
+	p.deadline, p.resend, p.expiredPass, p.resuming = 0, false, 0, false
 }
 
 // sent records a packet just put on the link and arms the timer if idle.
@@ -361,7 +364,7 @@ func (d *Device) advance(j *job) bool {
 			typ, n = wire.TypePage, 0
 		}
 		e := txEntry{seq: p.nextSeq, typ: typ, j: j, off: j.off, n: n, last: j.off+max(n, 1) >= total}
-		if err := d.transmit(p, &e); err != nil {
+		if err := d.transmit(p, &e, false); err != nil {
 			if errors.Is(err, link.ErrFull) {
 				return false
 			}
@@ -384,7 +387,7 @@ func (d *Device) advance(j *job) bool {
 }
 
 // transmit encodes and sends one sequenced packet (first send or resend).
-func (d *Device) transmit(p *peer, e *txEntry) error {
+func (d *Device) transmit(p *peer, e *txEntry, resend bool) error {
 	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq, SrcNode: d.node, DstNode: p.node, Seq: e.seq, Offset: e.off, Code: p.txEpoch}
 	var payload []byte
 	if j := e.j; j != nil {
@@ -427,12 +430,14 @@ func (d *Device) transmit(p *peer, e *txEntry) error {
 	if e.last {
 		h.Flags |= wire.FlagLast
 	}
-	// A command's own payload is gathered from link memory: its buffer is
-	// the driver's to keep stable until the command completes. A PULL
-	// response is copied into the frame first, since the memory it reads
-	// may be changing under a remote read and the checksum must cover the
-	// bytes that leave.
-	if err := d.send(p, &h, payload, e.j != nil); err != nil {
+	// A command's own payload is gathered from link memory on its first
+	// send: its buffer is the driver's to keep stable until the command
+	// completes, which needs the ACK, which needs the frame to have left.
+	// A resend is copied: the first send's ACK may complete the command
+	// while the resend still waits in the port's queue. A PULL response is
+	// copied too, since the memory it reads may be changing under a remote
+	// read and the checksum must cover the bytes that leave.
+	if err := d.send(p, &h, payload, e.j != nil && !resend); err != nil {
 		return err
 	}
 	d.count(uapi.CtrTxPkts, 1)
@@ -655,32 +660,38 @@ func (d *Device) retransmit(now int64) bool {
 		}
 		if d.backlog != nil {
 			// A packet still in our own port's queue is not lost (resending
-			// it would queue it twice), and one that left late is timed
-			// from when it left.
+			// it would queue it twice): look again after the timeout, or,
+			// for a go-back, shortly. A timed-out packet that left late is
+			// timed from when it left.
 			queued, last := d.backlog.Backlog([6]byte(wire.NodeMAC(p.node)))
 			if queued > 0 {
-				d.setDeadline(p, now+d.rto(p), p.resend)
+				p.deadline, p.expiredPass = now+d.rto(p), 0 // re-armed: a go-back stays one
+				if p.resend {
+					p.deadline = now + minBackoff
+				}
 				continue
 			}
-			if at := last + d.rto(p); at > now {
-				d.setDeadline(p, at, p.resend)
+			if at := last + d.rto(p); !p.resend && at > now {
+				p.deadline, p.expiredPass = at, 0
 				continue
 			}
 		}
-		// The deadline passed, but the clock also runs while this engine
-		// is off its core, and then the answer may be waiting unread (or,
-		// for a peer on this engine, unsent: its ACK goes out one pass
-		// after the frame arrives). Give the receive side graceP passes
-		// before calling it a timeout: microseconds against 100 us.
-		if p.expiredPass == 0 {
-			p.expiredPass = d.pass
-			continue
-		}
-		if d.pass-p.expiredPass < graceP {
-			continue
-		}
-		p.expiredPass = 0
 		if !p.resend {
+			// The deadline passed, but the clock also runs while this
+			// engine is off its core, and then the answer may be waiting
+			// unread (or, for a peer on this engine, unsent: its ACK goes
+			// out one pass after the frame arrives). Give the receive side
+			// graceP passes before calling it a timeout: microseconds
+			// against 100 us. A go-back (NACK, or one the link cut short)
+			// was asked for and goes at once.
+			if p.expiredPass == 0 {
+				p.expiredPass = d.pass
+				continue
+			}
+			if d.pass-p.expiredPass < graceP {
+				continue
+			}
+			p.expiredPass = 0
 			d.count(uapi.CtrTimeouts, 1)
 			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
 				d.failPeer(p, nil, uapi.EUnreachable)
@@ -688,13 +699,36 @@ func (d *Device) retransmit(now int64) bool {
 				continue
 			}
 			p.backoff = min(2*d.rto(p), maxBackoff)
+		} else if p.resuming && now >= p.roundEnd {
+			// A go-back the link has kept cut short for a whole timeout
+			// (a full link to a peer that stopped draining it) counts as
+			// one, so such a peer too becomes unreachable.
+			d.count(uapi.CtrTimeouts, 1)
+			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
+				d.failPeer(p, nil, uapi.EUnreachable)
+				busy = true
+				continue
+			}
+			p.backoff = min(2*d.rto(p), maxBackoff)
+			p.roundEnd = now + d.rto(p)
 		}
 		for i := range p.unacked {
 			e := &p.unacked[i]
-			if err := d.transmit(p, e); err != nil {
-				// The link is busy, the peer is not silent: go back again
-				// shortly, and never count that as a timeout.
+			if p.resuming && int32(e.seq-p.resumeSeq) < 0 {
+				continue // resent earlier in this go-back
+			}
+			if err := d.transmit(p, e, true); err != nil {
+				// The link is busy, the peer is not silent: go on from
+				// this packet shortly, as part of the same go-back (never
+				// a new timeout; and never from the start again, or a
+				// window larger than the link's queue would loop forever
+				// without counting towards UNREACHABLE).
+				roundEnd := p.roundEnd
+				if !p.resuming {
+					roundEnd = now + d.rto(p)
+				}
 				d.setDeadline(p, now+minBackoff, true)
+				p.resuming, p.resumeSeq, p.roundEnd = true, e.seq, roundEnd
 				return busy
 			}
 			e.sentAt, e.resent = now, true
@@ -717,7 +751,7 @@ func (d *Device) serveResponses() bool {
 				}
 				n := min(r.n-r.off, d.maxPayload)
 				e := txEntry{seq: p.nextSeq, typ: wire.TypePullResp, r: r, off: r.off, n: n, last: r.off+n >= r.n}
-				if d.transmit(p, &e) != nil {
+				if d.transmit(p, &e, false) != nil {
 					return busy
 				}
 				p.nextSeq++

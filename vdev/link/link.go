@@ -49,8 +49,10 @@ type Port interface {
 // the same system call, so a large payload is copied once instead of twice.
 // SendVec takes ownership of head unless it returns an error, as Send does.
 // It reads payload during the call, or, on a port that is also a
-// Backlogger, until the frame has left (the device gathers only from a
-// command's buffer, stable until the command completes).
+// Backlogger, until the frame has left: the device gathers only a
+// command's first send of a packet, from a buffer the driver keeps stable
+// until the command completes, which takes that packet's ACK (resends are
+// copied).
 type VectorSender interface {
 	SendVec(head, payload []byte) error
 }

@@ -91,8 +91,8 @@ func (q *txq) put(s txSlot, start func()) error {
 	return nil
 }
 
-// run is the sender goroutine: it sends queued frames in order until done
-// is closed, spinning briefly when the queue empties before parking.
+// run is the sender goroutine: it sends queued frames in order until
+// closed is closed, spinning briefly when the queue empties before parking.
 func (q *txq) run(closed <-chan struct{}, now func() int64, release func([]byte)) {
 	for {
 		d := q.done.Load()

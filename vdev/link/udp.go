@@ -193,9 +193,10 @@ func (p *udpPort) SendVec(head, payload []byte) error {
 		return fmt.Errorf("link: udp send to %s: frame of %d bytes exceeds mtu %d", pe.name, len(head)+len(payload), p.mtu)
 	}
 	if len(payload) >= asyncMin || !p.q.idle() {
-		if p.closed.Load() {
+		if !p.acquire() { // Close waits for this: no sender starts after it
 			return ErrClosed
 		}
+		defer p.release()
 		return p.q.put(txSlot{head: head, payload: payload, name: pe.name, sa: pe.sa, salen: pe.len, dst: &pe.tx}, p.startSender)
 	}
 	return p.sendVec("udp send", pe.name, pe.sa, pe.len, head, payload)
