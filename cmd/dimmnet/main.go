@@ -24,8 +24,6 @@ commands:
              no SOCK inside a lab guest: the PCI device)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
-  plot       draw saved pingpong --json results: RTT/2 and MB/s against size
-             (dimmnet plot -o out.svg udp.json afpacket.json)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -52,8 +50,7 @@ func main() {
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":
 		err = lmmcBenchCmd(os.Args[2:])
-	case "plot":
-		err = plotCmd(os.Args[2:])
+
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -32,7 +32,6 @@ func pingpongCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
-	plotFile := fs.String("plot", "", "also draw the results (RTT/2 and MB/s against size) into this .svg or .png file")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts)")
@@ -96,11 +95,6 @@ func pingpongCmd(args []string) error {
 	res, err := runInProcess(lo, *maxSize, pl, progress)
 	if err != nil {
 		return err
-	}
-	if *plotFile != "" {
-		if err := writePlot(*plotFile, pingpong.SeriesOf("", res)); err != nil {
-			return err
-		}
 	}
 	if *asJSON {
 		progress("")

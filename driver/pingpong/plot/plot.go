@@ -1,4 +1,9 @@
-package pingpong
+// Package plot draws ping-pong results (the paper's Figure 8): RTT/2 and
+// bandwidth against message size. It lives apart from package pingpong so
+// that the dimmnet binary, which also boots as a lab guest's /init, does not
+// carry the plotting library and its fonts (8 MB, enough to make the guest's
+// initramfs fail to unpack in 128 MiB).
+package plot
 
 import (
 	"fmt"
@@ -8,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -17,20 +23,20 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// ErrPlotFormat is returned for an output name that is neither .svg nor .png.
-var ErrPlotFormat = fmt.Errorf("plot: output must end in .svg or .png")
+// ErrFormat is returned for an output name that is neither .svg nor .png.
+var ErrFormat = fmt.Errorf("plot: output must end in .svg or .png")
 
 // Series is one line of a plot: the results of one run (a link, a path)
 // for one mode and condition, labelled as the legend shows it.
 type Series struct {
 	Label   string
-	Results []Result
+	Results []pingpong.Result
 }
 
 // SeriesOf splits results into one series per (link, mode, condition),
 // prefixing each label with prefix (a file name when several runs are
 // compared; empty for one run).
-func SeriesOf(prefix string, res []Result) []Series {
+func SeriesOf(prefix string, res []pingpong.Result) []Series {
 	var out []Series
 	idx := map[string]int{}
 	for _, r := range res {
@@ -57,13 +63,13 @@ func SeriesOf(prefix string, res []Result) []Series {
 	return out
 }
 
-// Plot draws the paper's Figure 8 for the series side by side: RTT/2
+// Draw draws the paper's Figure 8 for the series side by side: RTT/2
 // against message size (log-log) and bandwidth against message size (log
 // size), as SVG or PNG by the name's extension.
-func Plot(w io.Writer, name string, series []Series) error {
+func Draw(w io.Writer, name string, series []Series) error {
 	ext := strings.ToLower(filepath.Ext(name))
 	if ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("%s: %w", name, ErrPlotFormat)
+		return fmt.Errorf("%s: %w", name, ErrFormat)
 	}
 	if len(series) == 0 {
 		return fmt.Errorf("plot %s: no results", name)
@@ -97,7 +103,7 @@ func Plot(w io.Writer, name string, series []Series) error {
 	var rttLines, bwLines []any
 	for _, s := range series {
 		rs := slices.Clone(s.Results)
-		slices.SortFunc(rs, func(a, b Result) int { return a.Size - b.Size })
+		slices.SortFunc(rs, func(a, b pingpong.Result) int { return a.Size - b.Size })
 		var lat, thr plotter.XYs
 		for _, r := range rs {
 			if r.Size <= 0 || r.RTTHalfUs <= 0 || r.MBps <= 0 {

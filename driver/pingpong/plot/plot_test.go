@@ -1,4 +1,4 @@
-package pingpong
+package plot
 
 import (
 	"bytes"
@@ -8,15 +8,17 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/pingpong"
 )
 
-func plotResults() []Result {
-	var res []Result
+func plotResults() []pingpong.Result {
+	var res []pingpong.Result
 	for _, link := range []string{"mem", "udp"} {
 		for i, size := range []int{8, 64, 4096, 1 << 20} {
 			res = append(res,
-				Result{Mode: ModePush, Condition: CondLinkMem, Size: size, Link: link, RTTHalfUs: float64(1 + i), MBps: float64(10 * (i + 1))},
-				Result{Mode: ModeIPush, Condition: CondHostCopy, Size: size, Link: link, RTTHalfUs: float64(2 + i), MBps: float64(5 * (i + 1))})
+				pingpong.Result{Mode: pingpong.ModePush, Condition: pingpong.CondLinkMem, Size: size, Link: link, RTTHalfUs: float64(1 + i), MBps: float64(10 * (i + 1))},
+				pingpong.Result{Mode: pingpong.ModeIPush, Condition: pingpong.CondHostCopy, Size: size, Link: link, RTTHalfUs: float64(2 + i), MBps: float64(5 * (i + 1))})
 		}
 	}
 	return res
@@ -43,10 +45,10 @@ func TestSeriesOf(t *testing.T) {
 
 // The SVG is well-formed XML naming every series; the PNG decodes; other
 // formats and empty input are refused by name.
-func TestPlot(t *testing.T) {
+func TestDraw(t *testing.T) {
 	ss := SeriesOf("", plotResults())
 	var svg bytes.Buffer
-	if err := Plot(&svg, "out.svg", ss); err != nil {
+	if err := Draw(&svg, "out.svg", ss); err != nil {
 		t.Fatal(err)
 	}
 	d := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
@@ -69,7 +71,7 @@ func TestPlot(t *testing.T) {
 		}
 	}
 	var pngBuf bytes.Buffer
-	if err := Plot(&pngBuf, "out.PNG", ss); err != nil {
+	if err := Draw(&pngBuf, "out.PNG", ss); err != nil {
 		t.Fatal(err)
 	}
 	img, err := png.Decode(&pngBuf)
@@ -79,10 +81,10 @@ func TestPlot(t *testing.T) {
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
 		t.Fatalf("PNG of %v", b)
 	}
-	if err := Plot(io.Discard, "out.pdf", ss); !errors.Is(err, ErrPlotFormat) {
-		t.Fatalf("pdf: %v, want ErrPlotFormat", err)
+	if err := Draw(io.Discard, "out.pdf", ss); !errors.Is(err, ErrFormat) {
+		t.Fatalf("pdf: %v, want ErrFormat", err)
 	}
-	if err := Plot(io.Discard, "out.svg", nil); err == nil {
+	if err := Draw(io.Discard, "out.svg", nil); err == nil {
 		t.Fatal("plotting nothing succeeded")
 	}
 }

@@ -1,3 +1,8 @@
+// Command dimmnet-plot draws saved ping-pong results (dimmnet pingpong
+// --json) as RTT/2 and MB/s against message size, one line per run, mode
+// and condition, so links or machines compare in one picture. It is a
+// command of its own so the dimmnet binary (a lab guest's /init too) stays
+// free of the plotting library.
 package main
 
 import (
@@ -9,15 +14,21 @@ import (
 	"strings"
 
 	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/driver/pingpong/plot"
 )
 
-// plotCmd draws ping-pong results saved with --json, one line per run,
-// mode and condition, so links or machines can be compared in one picture.
-func plotCmd(args []string) error {
-	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "dimmnet-plot: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("dimmnet-plot", flag.ContinueOnError)
 	out := fs.String("o", "pingpong.svg", "output file: .svg or .png")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dimmnet plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json (one per run to compare).")
+		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json (one per run to compare).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -27,7 +38,7 @@ func plotCmd(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("no results file given")
 	}
-	var series []pingpong.Series
+	var series []plot.Series
 	for _, name := range fs.Args() {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -41,18 +52,18 @@ func plotCmd(args []string) error {
 		if fs.NArg() > 1 {
 			prefix = strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
 		}
-		series = append(series, pingpong.SeriesOf(prefix, res)...)
+		series = append(series, plot.SeriesOf(prefix, res)...)
 	}
 	return writePlot(*out, series)
 }
 
 // writePlot renders series into the file name (.svg or .png).
-func writePlot(name string, series []pingpong.Series) error {
+func writePlot(name string, series []plot.Series) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
 	}
-	if err := pingpong.Plot(f, name, series); err != nil {
+	if err := plot.Draw(f, name, series); err != nil {
 		f.Close()
 		os.Remove(name)
 		return err
