@@ -16,23 +16,36 @@ type ackRig struct {
 	cmds map[*Device]uint64
 }
 
-func newAckRig(t *testing.T, window int) *ackRig {
-	hub := link.NewHub(1024+wire.FrameOverhead, 256)
-	r := &ackRig{cmds: map[*Device]uint64{}}
-	for _, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20, Window: window})
+// hubPair builds nodes 1 and 2 (1 MiB regions, cfg otherwise) on a hub of
+// 1 KiB packets queueing depth frames per port, without an engine; port,
+// if not nil, wraps the hub port a node is attached by.
+func hubPair(t *testing.T, depth int, cfg Config, port func(n uint16, p link.Port) link.Port) (a, b *Device, pa link.Port) {
+	hub := link.NewHub(1024+wire.FrameOverhead, depth)
+	var devs [2]*Device
+	for i, n := range []uint16{1, 2} {
+		c := cfg
+		c.Node, c.RegionSize = n, 1<<20
+		d, err := New(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
 		p, _ := hub.Attach(d.MAC())
-		d.AttachPort(p)
 		if n == 1 {
-			r.a, r.pa = d, p
-		} else {
-			r.b = d
+			pa = p
 		}
+		if port != nil {
+			p = port(n, p)
+		}
+		d.AttachPort(p)
+		devs[i] = d
 	}
+	return devs[0], devs[1], pa
+}
+
+func newAckRig(t *testing.T, window int) *ackRig {
+	r := &ackRig{cmds: map[*Device]uint64{}}
+	r.a, r.b, r.pa = hubPair(t, 256, Config{Window: window}, nil)
 	return r
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // queuingPort is a hub port that claims a transmit queue (link.Backlogger)
@@ -25,24 +24,15 @@ func (p *queuingPort) Backlog([6]byte) (int, int64) {
 }
 
 func TestQueuedPacketIsNotTimedOut(t *testing.T) {
-	hub := link.NewHub(1024+wire.FrameOverhead, 256)
-	var a *Device
 	var qp *queuingPort
-	for _, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		p, _ := hub.Attach(d.MAC())
+	// Node 2 never runs: nothing is ever ACKed.
+	a, _, _ := hubPair(t, 256, Config{}, func(n uint16, p link.Port) link.Port {
 		if n == 1 {
 			qp = &queuingPort{Port: p} // not Lossless: the 100 us timeout applies
-			d.AttachPort(qp)
-			a = d
-		} else {
-			d.AttachPort(p) // node 2 never runs: nothing is ever ACKed
+			return qp
 		}
-	}
+		return p
+	})
 	r := &ackRig{a: a, cmds: map[*Device]uint64{}}
 	counts := func() (uint64, uint64) {
 		return a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits)
@@ -119,21 +109,10 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 // NACK, but a go-back held up for a whole timeout counts as one, so the
 // command still completes with UNREACHABLE instead of retrying forever.
 func TestFullLinkToDeadPeerIsUnreachable(t *testing.T) {
-	hub := link.NewHub(1024+wire.FrameOverhead, 8) // 8 frames fill node 2's queue
-	var a *Device
-	for _, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20, MaxTimeouts: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		p, _ := hub.Attach(d.MAC())
-		d.AttachPort(p)
-		if n == 1 {
-			a = d
-		}
-	}
-	e, err := NewEngine(a) // node 2 has no engine: it never drains its queue
+	// 8 frames fill node 2's queue, and node 2 has no engine: it never
+	// drains it.
+	a, _, _ := hubPair(t, 8, Config{MaxTimeouts: 3}, nil)
+	e, err := NewEngine(a)
 	if err != nil {
 		t.Fatal(err)
 	}

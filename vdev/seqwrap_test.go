@@ -4,26 +4,12 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // Sequence numbers wrap through 0 after 2^32 packets per peer: traffic
 // across the wrap is placed, acknowledged and completed like any other.
 func TestSequenceWrap(t *testing.T) {
-	hub := link.NewHub(1024+wire.FrameOverhead, 64)
-	var devs []*Device
-	for _, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		p, _ := hub.Attach(d.MAC())
-		d.AttachPort(p)
-		devs = append(devs, d)
-	}
-	a, b := devs[0], devs[1]
+	a, b, _ := hubPair(t, 64, Config{}, nil)
 	const start = 0xFFFFFFF0
 	pa, pb := a.peerOf(2), b.peerOf(1)
 	pa.nextSeq, pa.acked = start, start-1

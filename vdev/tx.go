@@ -692,24 +692,18 @@ func (d *Device) retransmit(now int64) bool {
 				continue
 			}
 			p.expiredPass = 0
-			d.count(uapi.CtrTimeouts, 1)
-			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
-				d.failPeer(p, nil, uapi.EUnreachable)
+			if d.countTimeout(p) {
 				busy = true
 				continue
 			}
-			p.backoff = min(2*d.rto(p), maxBackoff)
 		} else if p.resuming && now >= p.roundEnd {
 			// A go-back the link has kept cut short for a whole timeout
 			// (a full link to a peer that stopped draining it) counts as
 			// one, so such a peer too becomes unreachable.
-			d.count(uapi.CtrTimeouts, 1)
-			if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
-				d.failPeer(p, nil, uapi.EUnreachable)
+			if d.countTimeout(p) {
 				busy = true
 				continue
 			}
-			p.backoff = min(2*d.rto(p), maxBackoff)
 			p.roundEnd = now + d.rto(p)
 		}
 		for i := range p.unacked {
@@ -738,6 +732,19 @@ func (d *Device) retransmit(now int64) bool {
 		d.setDeadline(p, now+d.rto(p), false)
 	}
 	return busy
+}
+
+// countTimeout records a timeout of p: the interval doubles, and
+// MaxTimeouts in a row without progress fail the peer's commands with
+// UNREACHABLE (then it reports true).
+func (d *Device) countTimeout(p *peer) bool {
+	d.count(uapi.CtrTimeouts, 1)
+	if p.timeouts++; p.timeouts >= d.cfg.MaxTimeouts {
+		d.failPeer(p, nil, uapi.EUnreachable)
+		return true
+	}
+	p.backoff = min(2*d.rto(p), maxBackoff)
+	return false
 }
 
 // serveResponses sends PULL response data.
