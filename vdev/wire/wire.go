@@ -162,10 +162,57 @@ const (
 	// FlagTagged says Tag names the LMMC port whose link page frames the
 	// PUSH must land in; the receiver refuses it elsewhere.
 	FlagTagged Flags = 1 << 9
+	// FlagUnordered says the receiver may place this packet before the
+	// packets ahead of it in sequence have arrived (selective repeat, as
+	// IRN does for RDMA writes). The sender sets it only on a PUSH or
+	// PULLRESP packet that is not its message's last, asks for no
+	// per-packet status, and whose range no earlier operation still in
+	// flight to that peer touches: then arrival order cannot change what
+	// memory holds once the messages complete.
+	FlagUnordered Flags = 1 << 10
+	// FlagSack says Imm is a selective-acknowledgement bitmap: bit i set
+	// means sequence number Ack+2+i was received and placed (Ack+1, the
+	// next one expected, is missing). Carried by ACKs and NACKs while the
+	// receiver holds packets placed out of order.
+	FlagSack Flags = 1 << 11
 )
 
+// flagNames are the names of the flag bits, bit 0 first.
 var flagNames = [...]string{
-	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq", "Tagged",
+	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq", "Tagged", "Unordered", "Sack",
+}
+
+// NACK codes (the Code field of a TypeNack). Codes 1..NackRefusalMax are
+// refusals: the receiver consumed Seq and will never place it, and the code
+// is the device error (uapi.Errno) the sender's command fails with.
+const (
+	// NackRetry says the receiver could not place Seq now (an IPUSH ring
+	// or the status ring was full, in NACK mode): send it again after a
+	// backoff. With FlagHold it says the receiver's hold has ended: send
+	// everything from Seq now.
+	NackRetry uint16 = 0
+	// NackRefusalMax is the highest refusal code.
+	NackRefusalMax uint16 = 0xFF
+	// NackSeqErr says the receiver saw a gap, as RoCE's PSN sequence
+	// error NAK does: Seq is the next sequence number it expects, Addr
+	// the highest one it has received, and with FlagSack Imm tells which
+	// in between it placed. The sender resends the missing ones at once,
+	// without waiting for its retransmission timer.
+	NackSeqErr uint16 = 0x100
+)
+
+// NackCodeName names a NACK code for dumps and the dissector: "RETRY",
+// "SEQ_ERR", or "REFUSED(n)" for a refusal.
+func NackCodeName(c uint16) string {
+	switch {
+	case c == NackRetry:
+		return "RETRY"
+	case c == NackSeqErr:
+		return "SEQ_ERR"
+	case c <= NackRefusalMax:
+		return fmt.Sprintf("REFUSED(%d)", c)
+	}
+	return fmt.Sprintf("NACK(%#x)", c)
 }
 
 // String lists the set flags separated by "|" (unknown bits as hex), so a
@@ -229,8 +276,9 @@ type Header struct {
 	// SrcProc is the sender's global process id. DstProc is the target's
 	// global process id, or an AMT entry index with FlagDirectAMT.
 	SrcProc, DstProc uint32
-	// Seq is the per-peer sequence number; 0 means unsequenced (for
-	// example a pure ACK), which is never acknowledged.
+	// Seq is the per-peer sequence number of a data packet (FlagSeq);
+	// on an ACK or NACK it is a reference (the refused or expected
+	// packet), never acknowledged itself.
 	Seq uint32
 	// Ack is a cumulative ack (valid with FlagAckValid): every sequence
 	// number <= Ack was received in order.
