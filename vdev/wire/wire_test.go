@@ -494,8 +494,10 @@ func TestStrings(t *testing.T) {
 		FlagCRC:                 "CRC",
 		FlagFirst | FlagLast:    "Last|First",
 		0xff:                    "PktStatus|Last|First|DirectAMT|CRC|Hold|AckValid|Signal",
-		FlagSignal | 0x8400:     "Signal|0x8400",
-		0x0400:                  "0x400",
+		FlagSignal | 0x8400:     "Signal|Unordered|0x8000",
+		0x1000:                  "0x1000",
+		FlagUnordered:           "Unordered",
+		FlagSack:                "Sack",
 		FlagTagged:              "Tagged",
 		FlagHold | FlagAckValid: "Hold|AckValid",
 	} {
