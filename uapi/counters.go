@@ -39,6 +39,12 @@ const (
 	CtrPagingHolds                     // peers held while their paging request is handled
 	CtrLinkRxDropped                   // frames the link port discarded before the device saw them (over its MTU, for another station, receive errors)
 	CtrLinkTxErrors                    // queued frames the kernel refused for good (the reliability layer resends them)
+	CtrSeqNACKsTx                      // gap NACKs (SEQ_ERR) sent: a packet beyond the next expected arrived
+	CtrRetxGap                         // packets resent because the receiver reported them missing (no timeout)
+	CtrRetxTimeout                     // packets resent after a retransmission timeout
+	CtrRxUnordered                     // packets placed before the packets ahead of them arrived (selective repeat)
+	CtrMsgCut                          // messages cut before their last packet (session change, refusal, a new message first): no completion reported
+	CtrRxDiscarded                     // packets accepted in sequence but discarded: their message was cut or a packet of it refused
 	NumCounters
 )
 
@@ -50,7 +56,8 @@ var CounterNames = [NumCounters]string{
 	"RINGFULL_NACKS", "NACKS_RX", "RETRANSMITS", "DUPLICATES", "OUT_OF_ORDER",
 	"STATUS_FULL_STALLS", "INTERLEAVED", "ACKS_TX", "ACKS_RX", "SLEEPS",
 	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS", "MISPLACED", "PAGING_HOLDS",
-	"LINK_RX_DROPPED", "LINK_TX_ERRORS",
+	"LINK_RX_DROPPED", "LINK_TX_ERRORS", "SEQ_NACKS_TX", "RETX_GAP", "RETX_TIMEOUT",
+	"RX_UNORDERED", "MSG_CUT", "RX_DISCARDED",
 }
 
 func (c Counter) String() string {

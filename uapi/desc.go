@@ -33,7 +33,7 @@ var OpcodeDocs = []struct {
 	Doc string
 }{
 	{OpNOP, "completes at once; a status only when SIGNAL is set"},
-	{OpFENCE, "completes (status when SIGNAL) once every earlier command has completed"},
+	{OpFENCE, "completes (status when SIGNAL) once every earlier command has completed; nothing after it is taken until then"},
 	{OpPUSH, "RDMA write of Length bytes from LocalAddr to RemoteAddr on DstNode; the receiver gets a PUSH status"},
 	{OpPULL, "RDMA read of Length bytes at RemoteAddr on DstNode into LocalAddr; completes with a PULL_DONE status"},
 	{OpIPUSH, "indirect push of Length bytes from LocalAddr to process DstProc on DstNode: its device places them at the tail of the ring its AMT Address Table names for SrcProc (with DIRECT_AMT: ring RemoteAddr)"},

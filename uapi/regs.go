@@ -18,7 +18,7 @@ package uapi
 const Magic uint64 = 0x3154454E4D4D4944
 
 // ABIVersion is bumped on every incompatible change of this package's layouts.
-const ABIVersion uint64 = 3
+const ABIVersion uint64 = 4
 
 // RegPageSize is the size of the register page at offset 0 of the region.
 const RegPageSize = 4096
@@ -86,6 +86,7 @@ const (
 	RegAMTATMirOff  = 0x0B8
 	RegVectors      = 0x0C0
 	RegFrameTagOff  = 0x0C8
+	RegMaxInflight  = 0x0D0
 
 	RegCmdqTail  = 0x100
 	RegCmdqHead  = 0x140
@@ -206,8 +207,9 @@ var Registers = []Reg{
 	{"AMTAT_MIRROR_OFF", RegAMTATMirOff, RO, "offset of the read-only mirror of the AMT Address Table (LLCM, 4 B per GPID, same encoding as AMTAT_DATA), for inspection"},
 	{"VECTORS", RegVectors, RO, "doorbell/interrupt vectors per peer (ivshmem vectors); 1 in-process"},
 	{"FRAME_TAG_OFF", RegFrameTagOff, RO, "offset of the frame tag table (LLCM; 4 B per link page frame, written by the driver): the LMMC port a TAGGED PUSH into that frame must name"},
+	{"MAX_INFLIGHT", RegMaxInflight, RO, "commands the device keeps in flight (taken, not completed) before it takes no more: see Command processing"},
 	{"CMDQ_TAIL", RegCmdqTail, RW, "free-running count of descriptors the driver published (descriptors are published by their SEQ word; the tail is for inspection)"},
-	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running count of descriptors the device consumed"},
+	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running count of descriptors the device took (their slots are free again; completion is reported by status)"},
 	{"STATQ_TAIL", RegStatqTail, RO, "free-running count of status entries the device published"},
 	{"STATQ_HEAD", RegStatqHead, RW, "free-running count of status entries the driver consumed"},
 	{"DEV_SLEEP", RegDevSleep, RO, "1 while the device sleeps: a driver must ring the doorbell after publishing"},

@@ -102,8 +102,8 @@ func TestAckRidesOnTheReply(t *testing.T) {
 	if s := r.b.r.ReadStatus(r.b.g.StatqOff + uapi.StatusSize); s.Type != uapi.StDone || s.Cookie != 2 {
 		t.Fatalf("b's second status is %v, want the pong's DONE", s)
 	}
-	if r.a.acksOwed != 0 || r.b.acksOwed != 0 {
-		t.Fatalf("ACKs still owed: a %d, b %d", r.a.acksOwed, r.b.acksOwed)
+	if r.a.book.AcksOwed != 0 || r.b.book.AcksOwed != 0 {
+		t.Fatalf("ACKs still owed: a %d, b %d", r.a.book.AcksOwed, r.b.book.AcksOwed)
 	}
 }
 

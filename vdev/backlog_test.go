@@ -8,6 +8,7 @@ import (
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/transport"
 )
 
 // queuingPort is a hub port that claims a transmit queue (link.Backlogger)
@@ -37,8 +38,8 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 	counts := func() (uint64, uint64) {
 		return a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits)
 	}
-	passes := func() { // enough for a passed deadline to count (graceP)
-		for range graceP + 1 {
+	passes := func() { // enough for a passed deadline to count (transport.GracePasses)
+		for range transport.GracePasses + 1 {
 			r.step(a)
 		}
 	}
@@ -71,13 +72,13 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 
 // A deadline that passed while the engine was off its core is not a
 // timeout yet: the answer may be one pass away (here the peer, on the same
-// engine, has not even run). Only a deadline still passed graceP passes
+// engine, has not even run). Only a deadline still passed transport.GracePasses passes
 // later counts.
 func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 	r := newAckRig(t, 64)
 	r.push(r.a, 8, 1)
 	pastRTO := func() { // the engine is "off its core" beyond the timeout
-		time.Sleep(time.Duration(r.a.rto(r.a.peerOf(2))) + time.Millisecond)
+		time.Sleep(time.Duration(r.a.peerOf(2).tx.RTO()) + time.Millisecond)
 	}
 	r.step(r.a) // the ping leaves
 	pastRTO()
@@ -86,7 +87,7 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 		r.step(r.b) // the peer receives, then ACKs a pass later
 	}
 	if to := r.a.r.Counter(uapi.CtrTimeouts); to != 0 {
-		t.Fatalf("%d timeouts for a packet ACKed within %d passes of the gap", to, graceP)
+		t.Fatalf("%d timeouts for a packet ACKed within %d passes of the gap", to, transport.GracePasses)
 	}
 	if got := r.a.r.Counter(uapi.CtrTxPkts); got != 1 {
 		t.Fatalf("%d packets sent, want the one ping", got)
@@ -96,7 +97,7 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 	r.push(r.a, 8, 2)
 	r.step(r.a)
 	pastRTO()
-	for range graceP + 1 {
+	for range transport.GracePasses + 1 {
 		r.step(r.a)
 	}
 	if to := r.a.r.Counter(uapi.CtrTimeouts); to != 1 {

@@ -30,6 +30,7 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -47,6 +48,7 @@ type Config struct {
 	RingFullMode  int    // uapi.RingFullHold (default) or uapi.RingFullNACK
 	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
 	MaxTimeouts   int    // consecutive retransmission timeouts before a peer is unreachable; default 30
+	MaxInflight   int    // commands taken and not completed before the device takes no more; default 256
 	KeepRegion    bool   // leave the /dev/shm file behind on Close
 }
 
@@ -65,6 +67,7 @@ func (c *Config) defaults() {
 	def(&c.Window, 64)
 	def(&c.Vectors, 1)
 	def(&c.MaxTimeouts, 30)
+	def(&c.MaxInflight, 256)
 }
 
 // ErrConfig reports a configuration the device cannot be built with.
@@ -87,10 +90,9 @@ type Device struct {
 	irqChans  []chan struct{}        // in-process drivers' interrupts (WatchInterrupt), guarded by irqMu
 	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
 
-	port     link.Port
-	vec      link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
-	rtoFloor int64             // least retransmission timeout, ns (0: the backoff's 100 us)
-	backlog  link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
+	port    link.Port
+	vec     link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
+	backlog link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
 	crc                         bool
@@ -102,9 +104,10 @@ type Device struct {
 
 	// command engine
 	cmdHead  uint64
-	cur      *job // command being packetized (blocked on window or link)
+	fence    *job // a FENCE waiting for the commands before it
 	compQ    []uapi.Status
-	inflight int // jobs not yet completed
+	inflight int // commands taken and not completed
+	sending  int // peers with commands not wholly packetized
 	freeJobs []*job
 	msgID    uint32
 
@@ -114,15 +117,16 @@ type Device struct {
 	statFull  bool   // a stall is being counted
 	irqWanted bool
 
-	// receive engine
+	// per-peer reliability (package transport) and receive engine
+	tcfg     transport.Config
+	book     transport.Book
 	peers    map[uint16]*peer
-	holding  int // peers with a held frame (hold mode)
+	peerList []*peer // the same, in the order first seen: passes visit peers in a fixed order
+	holding  int     // peers with a held frame (hold mode)
 	rings    []ringState
 	trace    bool
-	timers   int    // peers with a retransmission armed
 	respJobs int    // PULL responses not yet fully acknowledged
 	owed     int    // control frames owed to peers (link was full)
-	acksOwed int    // peers whose cumulative ACK no frame has carried yet
 	pass     uint64 // engine passes, to age owed ACKs
 }
 
@@ -134,8 +138,8 @@ func New(cfg Config) (*Device, error) {
 	if !pow2(cfg.CmdEntries) || !pow2(cfg.StatusEntries) {
 		return nil, fmt.Errorf("node %d: queue sizes %d/%d must be powers of two: %w", cfg.Node, cfg.CmdEntries, cfg.StatusEntries, ErrConfig)
 	}
-	if cfg.AMTEntries < 1 || cfg.AMTEntries > 1<<16 || cfg.AMTATEntries < 1 || cfg.AMTATEntries > 1<<20 || cfg.Window < 1 || cfg.Window > 1<<15 {
-		return nil, fmt.Errorf("node %d: AMT entries %d or window %d out of range: %w", cfg.Node, cfg.AMTEntries, cfg.Window, ErrConfig)
+	if cfg.AMTEntries < 1 || cfg.AMTEntries > 1<<16 || cfg.AMTATEntries < 1 || cfg.AMTATEntries > 1<<20 || cfg.Window < 1 || cfg.Window > 1<<15 || cfg.MaxInflight < 1 {
+		return nil, fmt.Errorf("node %d: AMT entries %d, window %d or in-flight bound %d out of range: %w", cfg.Node, cfg.AMTEntries, cfg.Window, cfg.MaxInflight, ErrConfig)
 	}
 	g := uapi.Geometry{
 		RegionSize:   uint64(cfg.RegionSize),
@@ -175,6 +179,7 @@ func New(cfg Config) (*Device, error) {
 		amtat:  make([]uint32, cfg.AMTATEntries),
 		peers:  map[uint16]*peer{},
 		rings:  make([]ringState, cfg.AMTEntries),
+		tcfg:   transport.Config{Window: cfg.Window, MaxTimeouts: cfg.MaxTimeouts},
 	}
 	for i := 0; i < cfg.Vectors && err == nil; i++ {
 		var e *eventfd.FD
@@ -212,6 +217,7 @@ func New(cfg Config) (*Device, error) {
 		{uapi.RegPageSizeReg, g.PageSize}, {uapi.RegProcsPerNode, uapi.ProcsPerNode},
 		{uapi.RegAMTATMirOff, g.AMTATMirOff}, {uapi.RegVectors, uint64(cfg.Vectors)},
 		{uapi.RegFrameTagOff, g.FrameTagOff},
+		{uapi.RegMaxInflight, uint64(cfg.MaxInflight)},
 		{uapi.RegRingFullMode, uint64(cfg.RingFullMode)},
 		{uapi.RegWinBase, 0}, {uapi.RegWinSize, g.LinkMemSize},
 		{uapi.RegMTU, 64},
@@ -239,7 +245,7 @@ func (d *Device) AttachPort(p link.Port) {
 		d.linkTxErrors = c.TxErrors
 	}
 	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
-		d.rtoFloor = losslessRTO
+		d.tcfg.RTOFloor = transport.LosslessRTO
 	}
 	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
 		d.crc = c.NeedsCRC()

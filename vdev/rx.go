@@ -1,9 +1,11 @@
 package vdev
 
 import (
+	"cmp"
 	"errors"
 
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -34,6 +36,7 @@ type outcome int
 const (
 	delivered  outcome = iota
 	refused            // consumed and NACKed with an error code
+	discarded          // consumed without placing: its message was cut or refused
 	ringFull           // IPUSH ring full: hold or NACK
 	statusFull         // no room for the status: hold or NACK
 )
@@ -42,8 +45,8 @@ const (
 func (d *Device) pollRx() bool {
 	busy := false
 	if d.holding > 0 {
-		for _, p := range d.peers {
-			if f := p.held; f != nil {
+		for _, p := range d.peerList {
+			if f := p.held; f != nil && !p.pagingHold {
 				p.held = nil
 				d.holding--
 				if !d.handle(f, true) {
@@ -52,7 +55,7 @@ func (d *Device) pollRx() bool {
 					// The frames behind it were dropped: ask for them now
 					// rather than after the sender's timeout (a NACK with
 					// Hold set means "resume from here").
-					d.sendCtl(p, wire.TypeNack, p.expect, 0, wire.FlagHold)
+					d.sendCtl(p, wire.TypeNack, p.rx.Expect(), wire.NackRetry, wire.FlagHold)
 				}
 			}
 		}
@@ -65,15 +68,18 @@ func (d *Device) pollRx() bool {
 		busy = true
 		d.handle(f, false)
 	}
-	if busy && d.acksOwed > 0 {
+	if busy && d.book.AcksOwed > 0 {
 		d.flushAcks(true) // the receive queue drained: keep streaming senders' windows open
 	}
 	return busy
 }
 
-// handle processes one frame. In hold mode a frame that cannot be placed
-// (ring or status ring full) is kept as its peer's held frame and handle
-// reports true; the link goes on carrying ACKs and other peers' frames.
+// handle processes one frame: parse, then what it says of our own sending
+// (ACKs, NACKs), then whether its sequence number lets it in, then
+// placement, then the answer. In hold mode a frame that cannot be placed
+// (ring or status ring full, or its peer's paging request under way) is
+// kept as its peer's held frame and handle reports true; the link goes on
+// carrying ACKs and other peers' frames.
 func (d *Device) handle(f []byte, retry bool) bool {
 	h, payload, err := d.parser.Parse(f)
 	if err != nil {
@@ -98,51 +104,35 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	}
 	p := d.peerOf(h.SrcNode)
 	if !retry {
-		if h.Type == wire.TypeNack {
-			// A refusal NACK's piggybacked ACK covers the refused packet:
-			// record the reason first, or the ACK completes its command as
-			// if it had succeeded (and a refused PULL never completes).
-			d.onNack(p, h.Seq, h.Code, h.Flags&wire.FlagHold != 0)
-		}
-		if h.Flags&wire.FlagAckValid != 0 {
-			d.onAck(p, h.Ack)
-		}
-		switch h.Type {
-		case wire.TypeAck:
+		d.control(p, h)
+		switch {
+		case h.Type == wire.TypeAck:
 			d.count(uapi.CtrAcksRx, 1)
-			if h.Flags&wire.FlagHold != 0 {
-				p.timeouts = 0 // the peer is there, only holding: not unreachable
-			}
+			fallthrough
+		case h.Type == wire.TypeNack:
 			d.port.Release(f)
 			return false
-		case wire.TypeNack:
+		case h.Flags&wire.FlagSeq == 0: // a data frame outside any session
+			d.count(uapi.CtrRxMalformed, 1)
 			d.port.Release(f)
 			return false
 		}
-	}
-	if h.Flags&wire.FlagSeq != 0 && (!p.rxKnown || h.Code != p.rxEpoch) && !retry {
-		// A new sending session (the peer restarted, or gave up on us and
-		// started over): its sequence numbers start at 1 again.
-		p.rxEpoch, p.rxKnown = h.Code, true
-		p.expect, p.gotAny = 1, false
-		if p.held != nil {
-			d.port.Release(p.held)
-			p.held = nil
-			d.holding--
+		if known := p.rx.Known(); p.rx.Session(h.Code) && known {
+			d.cutSession(p)
 		}
-		p.pagingHold = false
 	}
-	switch {
-	case h.Flags&wire.FlagSeq == 0 || int32(h.Seq-p.expect) > 0:
-		d.count(uapi.CtrOutOfOrder, 1) // dropped unacknowledged; the sender goes back
+	switch p.rx.Check(h.Seq) {
+	case transport.Duplicate:
+		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with what we have
+		p.rx.Owe(d.pass)
 		d.port.Release(f)
 		return false
-	case int32(h.Seq-p.expect) < 0:
-		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with the cumulative ACK
-		d.oweAck(p)
+	case transport.Ahead:
+		d.ahead(p, h, payload)
 		d.port.Release(f)
 		return false
-	case p.held != nil && !retry:
+	}
+	if p.held != nil && !retry {
 		// A retransmission of the frame we hold: say we hold it, so the
 		// sender keeps its packet and does not count us unreachable.
 		d.sendCtl(p, wire.TypeAck, h.Seq, 0, wire.FlagHold)
@@ -151,34 +141,18 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	}
 	if p.pagingHold { // a second paging request waits too: PAGE_DONE answers one at a time
 		// The driver is paging for this peer's request: nothing more from
-		// it is placed until PAGE_DONE (later frames are out of order and
-		// come again; retransmissions of this one get hold-flagged ACKs).
+		// it is placed until PAGE_DONE (later frames are dropped and come
+		// again; retransmissions of this one get hold-flagged ACKs).
 		p.held = f
 		d.holding++
 		return true
 	}
-	var out outcome
-	var code uapi.Errno
-	switch h.Type {
-	case wire.TypePush:
-		out, code = d.rxPush(h, payload)
-	case wire.TypeIPush:
-		out, code = d.rxIPush(p, h, payload)
-	case wire.TypePullReq:
-		out, code = d.rxPullReq(p, h)
-	case wire.TypePullResp:
-		out, code = d.rxPullResp(p, h, payload)
-	case wire.TypePage:
-		out, code = d.rxPage(p, h)
-	}
+	out, code := d.place(p, h, payload)
 	switch out {
-	case delivered:
-		p.expect++
-		p.gotAny = true
-		d.oweAck(p)
+	case delivered, discarded:
+		p.rx.Accept(d.pass)
 	case refused:
-		p.expect++
-		p.gotAny = true
+		p.rx.Accept(d.pass)
 		d.sendCtl(p, wire.TypeNack, h.Seq, uint16(code), 0) // consumes seq: the ACK field covers it
 	case ringFull, statusFull:
 		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
@@ -189,12 +163,12 @@ func (d *Device) handle(f []byte, retry bool) bool {
 			// sender sends again only when NACKed (its backoff paces
 			// this), so staying silent after the first NACK would leave
 			// it waiting for ever once the ring has room again.
-			d.sendCtl(p, wire.TypeNack, h.Seq, 0, 0)
+			d.sendCtl(p, wire.TypeNack, h.Seq, wire.NackRetry, 0)
 			break
 		}
 		// Hold: keep the frame as this peer's; withhold its ACK, drop the
-		// peer's later data unacknowledged (it is out of order), and go on
-		// with ACKs and other peers' frames.
+		// peer's later data unacknowledged, and go on with ACKs and other
+		// peers' frames.
 		if !retry {
 			d.count(uapi.CtrHolds, 1)
 		}
@@ -204,6 +178,144 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	}
 	d.port.Release(f)
 	return false
+}
+
+// ahead handles a data frame beyond the next expected number: placed at
+// once when its sender allows it and it lies within the SACK span, dropped
+// otherwise (it comes again). A gap that opens is reported to the sender
+// at once; while a frame is held, later ones are no gap and are dropped.
+func (d *Device) ahead(p *peer, h *wire.Header, payload []byte) {
+	if p.held != nil || p.pagingHold {
+		d.count(uapi.CtrOutOfOrder, 1)
+		return
+	}
+	if d.placeAhead(p, h, payload) {
+		p.rx.PlacedAhead(h.Seq)
+		d.count(uapi.CtrRxUnordered, 1)
+	} else {
+		d.count(uapi.CtrOutOfOrder, 1)
+	}
+	if p.rx.SawAhead(h.Seq, d.pass) {
+		d.sendCtl(p, wire.TypeNack, 0, wire.NackSeqErr, 0)
+	}
+}
+
+// placeAhead places a packet its sender marked Unordered before the
+// packets ahead of it arrived: a middle packet of a PUSH or a PULL
+// response, no status, checked as in order. It reports false when it
+// must wait for its turn instead.
+func (d *Device) placeAhead(p *peer, h *wire.Header, payload []byte) bool {
+	if h.Flags&wire.FlagUnordered == 0 || h.Flags&(wire.FlagFirst|wire.FlagLast|wire.FlagPktStatus|wire.FlagTagged) != 0 ||
+		!p.rx.CanPlaceAhead(h.Seq) || !consistent(h, len(payload)) {
+		return false
+	}
+	n := uint32(len(payload))
+	switch h.Type {
+	case wire.TypePush:
+		if h.Addr%uapi.AddrAlign != 0 || !d.inWindow(h.Addr, n) || h.Addr < uint64(h.Offset) {
+			return false
+		}
+		d.count(uapi.CtrRxPush, 1)
+	case wire.TypePullResp:
+		j := p.pulls[h.MsgID]
+		if j == nil || h.Addr < j.desc.LocalAddr || h.Addr+uint64(n) > j.desc.LocalAddr+uint64(j.desc.Length) || !d.inLinkMem(h.Addr, n) {
+			return false
+		}
+		j.pulled += n
+	default:
+		return false
+	}
+	copy(d.lm[h.Addr:], payload)
+	d.count(uapi.CtrRxPkts, 1)
+	d.count(uapi.CtrRxBytes, uint64(n))
+	return true
+}
+
+// cutSession discards what the receiver kept of p's old session when a
+// new one starts: the message in progress (counted in MSG_CUT, its
+// remaining packets never complete it), a held frame, a paging hold, and
+// our PULLs whose request p had taken (their response was the old
+// session's: they fail with UNREACHABLE).
+func (d *Device) cutSession(p *peer) {
+	if p.msg.open {
+		d.cutMsg(p)
+	}
+	if p.held != nil {
+		d.port.Release(p.held)
+		p.held = nil
+		d.holding--
+	}
+	p.pagingHold, p.heldRF, p.rfOwed = false, false, false
+	for id, j := range p.pulls {
+		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
+			delete(p.pulls, id)
+			d.count(uapi.CtrMsgCut, 1)
+			d.finish(j, uapi.EUnreachable, true)
+		}
+	}
+}
+
+// cutMsg ends p's message in progress without a completion: an IPUSH
+// message's open record goes (the ring bytes it took are freed with the
+// next status's END).
+func (d *Device) cutMsg(p *peer) {
+	d.count(uapi.CtrMsgCut, 1)
+	if p.msg.typ == wire.TypeIPush {
+		for i := range d.rings {
+			for k := range d.rings[i].open {
+				if k.node == p.node && k.msgID == p.msg.id {
+					delete(d.rings[i].open, k)
+				}
+			}
+		}
+	}
+	p.msg = rxMsg{}
+}
+
+// place delivers an in-order data packet. A PUSH or IPUSH packet that does
+// not continue p's message in progress (its first packet never came, or
+// the message was cut or a packet of it refused) is discarded and counted:
+// a message is reported complete only when every packet of it was placed.
+func (d *Device) place(p *peer, h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	if h.Type != wire.TypePush && h.Type != wire.TypeIPush {
+		switch h.Type {
+		case wire.TypePullReq:
+			return d.rxPullReq(p, h)
+		case wire.TypePullResp:
+			return d.rxPullResp(p, h, payload)
+		default: // TypePage
+			return d.rxPage(p, h)
+		}
+	}
+	m := &p.msg
+	first, last := h.Flags&wire.FlagFirst != 0, h.Flags&wire.FlagLast != 0
+	switch {
+	case first && m.open:
+		d.cutMsg(p) // its sender gave up on it (a refusal stopped it)
+	case !first && (!m.open || m.id != h.MsgID || m.typ != h.Type || m.broken):
+		d.count(uapi.CtrRxDiscarded, 1)
+		if last && m.open && m.id == h.MsgID {
+			*m = rxMsg{} // the broken message ends here
+		}
+		return discarded, 0
+	}
+	var out outcome
+	var code uapi.Errno
+	if h.Type == wire.TypePush {
+		out, code = d.rxPush(h, payload)
+	} else {
+		out, code = d.rxIPush(p, h, payload)
+	}
+	switch {
+	case out != delivered && out != refused: // comes again
+	case last:
+		*m = rxMsg{}
+	case first:
+		*m = rxMsg{open: true, id: h.MsgID, typ: h.Type, broken: out == refused}
+	case out == refused:
+		m.broken = true
+	}
+	return out, code
 }
 
 // window returns the exposed range of link memory for remote PUSH/PULL.
@@ -480,6 +592,9 @@ func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, u
 	n := uint32(len(payload))
 	if j == nil || h.Addr < j.desc.LocalAddr || h.Addr+uint64(n) > j.desc.LocalAddr+uint64(j.desc.Length) || !d.inLinkMem(h.Addr, n) {
 		d.count(uapi.CtrRxBadAddr, 1)
+		if j != nil && j.err == uapi.EOK {
+			j.err = uapi.ERemoteAddr // completes with it when the last packet comes
+		}
 		return refused, uapi.ERemoteAddr
 	}
 	last := h.Flags&wire.FlagLast != 0
@@ -493,10 +608,12 @@ func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, u
 	j.pulled += n
 	if last {
 		delete(p.pulls, h.MsgID)
-		d.inflight--
-		s := uapi.Status{Type: uapi.StPULLDone, Opcode: uapi.OpPULL, SrcNode: p.node, SrcProc: j.desc.SrcProc,
-			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie}
-		d.postStatus(&s)
+		if j.pulled != j.desc.Length || j.err != uapi.EOK { // a piece of the response was refused
+			d.count(uapi.CtrMsgCut, 1)
+			d.finish(j, cmp.Or(j.err, uapi.ERemoteAddr), true)
+			return delivered, 0
+		}
+		d.finish(j, uapi.EOK, true)
 	}
 	return delivered, 0
 }

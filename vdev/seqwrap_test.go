@@ -12,9 +12,8 @@ func TestSequenceWrap(t *testing.T) {
 	a, b, _ := hubPair(t, 64, Config{}, nil)
 	const start = 0xFFFFFFF0
 	pa, pb := a.peerOf(2), b.peerOf(1)
-	pa.nextSeq, pa.acked = start, start-1
-	pb.expect = start
-	pb.rxEpoch, pb.rxKnown = pa.txEpoch, true // the session is under way
+	pa.tx.StartAt(start)
+	pb.rx.StartAt(pa.tx.Epoch(), start) // the session is under way
 	e, err := NewEngine(a, b)
 	if err != nil {
 		t.Fatal(err)

@@ -72,10 +72,18 @@ func Render() string {
 	fields(p, uapi.AMTFields)
 	p("\nAMT flags: VALID = %d, DEV_HEAD = %d. Packets are placed on %d-byte boundaries.\n", uapi.AMTFlagValid, uapi.AMTFlagDevHead, uapi.RingAlign)
 
+	p("\n## Command processing and completion order\n\n")
+	p("- The device takes descriptors in queue order. CMDQ_HEAD counts the descriptors it has taken: their slots may be reused at once (the device keeps its own copy).\n")
+	p("- Local commands (NOP, READ_DONE, PAGE_DONE) run when taken. PUSH, IPUSH, PULL and PAGE join a queue per destination node; destinations progress independently, as queue pairs do on an RDMA NIC, so a destination that is slow or dead does not hold back the others.\n")
+	p("- At most MAX_INFLIGHT commands are in flight (taken and not completed). When that many are, the device takes no more until one completes: only then does a slow destination block the queue (head-of-line). READ_DONE and PAGE_DONE are still taken behind a full bound or a waiting FENCE: they are local and may be what unblocks it.\n")
+	p("- A FENCE completes once every command posted before it has completed; the device takes nothing after it (but READ_DONE and PAGE_DONE) until then.\n")
+	p("- Every command completes exactly once: one DONE (when SIGNAL), PULL_DONE or ERROR status, whose END is the command's index. Completions of commands to one destination come in posting order, except that a PULL completes when its data has landed; completions of different destinations come in any order. Match statuses to commands by END or COOKIE, not by position.\n")
+	p("- A command that fails stops: nothing more of it is sent. A destination that stops acknowledging fails every command queued to it with UNREACHABLE, in posting order; its next command starts a new session with it.\n")
+	p("- A receiver reports a message complete (a PUSH status with LAST, an IPUSH_MSG status, PULL_DONE) only when every packet of it was placed; a message cut short (its sender failed it, or restarted) gets no status, and is counted in MSG_CUT.\n")
+
 	p("\n## IPUSH placement\n\n")
 	p("- The device never reassembles: each packet is written at its ring's tail in arrival order, and published in this order: data, AMT TAIL, status entry, STATQ_TAIL.\n")
 	p("- A packet is never split across the ring's end: if it does not fit before the end, the device skips to the ring start and the skipped bytes are consumed by the same TAIL advance. A message sent without PKT_STATUS is kept contiguous as a whole: its first packet skips to the ring start when the message would cross the end and fits there; when it cannot (larger than the space before its start position) it wraps, and its IPUSH_MSG status has WRAPPED with OFFSET = bytes before the wrap. A message without PKT_STATUS that could not be placed whole from every ring position (its length plus one of its packets exceeds the ring) is refused with TOO_BIG.\n")
-	p("- READ_DONE and PAGE_DONE commands queued behind a transfer that is blocked (window full, link busy, a FENCE waiting) run at once: they are local and may be what unblocks it.\n")
 	p("- Every IPUSH status carries END, the ring position after its data: storing END as HEAD (or READ_DONE with IMM=END) frees the ring up to there, pads included.\n")
 	p("- Ring full: in hold mode (RINGFULL_MODE=0) the device keeps the packet, writes one RING_FULL status per stall and takes no more frames from that link until HEAD moves; in NACK mode (1) it drops and NACKs the packet and the sender sends it again after a backoff (100 µs doubling to 100 ms).\n")
 	p("- A full status ring is handled like a full data ring; statuses are never overwritten.\n")
@@ -124,6 +132,12 @@ var counterDocs = [uapi.NumCounters]string{
 	"TAGGED writes refused: the link page frame belongs to another port", "peers held while their paging request is handled",
 	"frames the link port discarded before the device saw them: over its MTU, unicast for another station, receive errors (mirrored from the port every 10 ms)",
 	"queued frames the kernel refused for good; the reliability layer resends them (mirrored from the port every 10 ms)",
+	"gap NACKs (SEQ_ERR) sent: a packet beyond the next expected one arrived",
+	"packets resent because the receiver reported them missing (no timeout involved)",
+	"packets resent after a retransmission timeout",
+	"packets placed before the packets ahead of them arrived (selective repeat of UNORDERED packets)",
+	"messages cut before their last packet (a session change, a refused packet, or the sender starting the next message): no completion is reported for them",
+	"packets accepted in sequence but discarded, because their message was cut or a packet of it refused",
 }
 
 func fields(p func(string, ...any), fs []uapi.Field) {

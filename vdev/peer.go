@@ -1,0 +1,322 @@
+package vdev
+
+import (
+	"errors"
+
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/transport"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// peer is everything the device keeps about one other node: the two
+// halves of the reliable session (package transport, which knows sequence
+// numbers only), what each unacknowledged number carries, the commands to
+// that node, and the receive-side state of its traffic to us.
+type peer struct {
+	node uint16
+	tx   *transport.Tx
+	rx   *transport.Rx
+
+	// sending
+	sent  []sentPkt       // sent[i] is what number tx.Acked()+1+i carries
+	q     []*job          // commands to this node taken and not completed, in posting order
+	pkz   int             // q[:pkz] are wholly packetized
+	resp  []*respJob      // PULL responses owed to this node, in order
+	pulls map[uint32]*job // our PULLs from this node, by message id
+
+	// receiving
+	owedCtl    []ctl  // NACKs the link could not take yet
+	held       []byte // hold mode: the frame this peer sent that we cannot place yet
+	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
+	heldRF     bool   // hold mode: this peer's ring-full stall was counted
+	rfOwed     bool   // its RING_FULL status still waits for status ring room
+	rfAMT      uint16 // the ring that status names
+	msg        rxMsg  // the PUSH or IPUSH message of this peer in progress
+}
+
+// rxMsg is the receiver's view of the message a peer is sending: a
+// message is reported complete only when every packet of it was placed.
+type rxMsg struct {
+	open   bool
+	id     uint32
+	typ    wire.Type
+	broken bool   // a packet of it was refused: the rest is discarded, no completion
+	amt    uint16 // IPUSH: the ring it is placed in
+}
+
+// sentPkt is what one sequence number carries, to encode it again.
+type sentPkt struct {
+	typ   wire.Type
+	flags wire.Flags // FlagUnordered, decided when the command started
+	j     *job
+	r     *respJob
+	off   uint32
+	n     uint32
+	last  bool
+}
+
+func (d *Device) peerOf(node uint16) *peer {
+	p := d.peers[node]
+	if p == nil {
+		// The epoch starts from the clock, so a restarted device's packets
+		// are known for a new session by the peer that still remembers it.
+		p = &peer{node: node, pulls: map[uint32]*job{},
+			tx: transport.NewTx(&d.tcfg, &d.book, uint16(monotime.Now()>>24)),
+			rx: transport.NewRx(&d.book)}
+		d.peers[node] = p
+		d.peerList = append(d.peerList, p)
+	}
+	return p
+}
+
+// ctl is a control frame (NACK) the link could not take yet.
+type ctl struct {
+	typ   wire.Type
+	seq   uint32
+	code  uint16
+	flags wire.Flags
+}
+
+// send frames a header and payload to p, piggybacking the cumulative ACK.
+// gather: a port that can sends the payload from where it lies.
+func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
+	if ack, ok := p.rx.AckField(); ok {
+		h.Flags |= wire.FlagAckValid
+		h.Ack = ack
+	}
+	if d.crc {
+		h.Flags |= wire.FlagCRC
+	}
+	if gather && d.vec != nil && len(payload) > 0 {
+		head := wire.AppendHead(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if err := d.vec.SendVec(head, payload); err != nil {
+			d.port.Release(head)
+			return err
+		}
+	} else {
+		f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if err := d.port.Send(f); err != nil {
+			d.port.Release(f)
+			return err
+		}
+	}
+	if d.trace && h.Type <= wire.TypeIPush {
+		d.stamp(uapi.TraceTx)
+	}
+	if h.Flags&wire.FlagAckValid != 0 {
+		p.rx.AckSent(h.Flags&wire.FlagSack != 0 || h.Type == wire.TypeNack && h.Code == wire.NackSeqErr)
+	}
+	return nil
+}
+
+// sendCtl sends a NACK now or keeps it for a later pass when the link is
+// full: a lost refusal NACK would let the next cumulative ACK complete the
+// refused command as if it had succeeded.
+func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) {
+	if len(p.owedCtl) == 0 {
+		err := d.sendAck(p, typ, seq, code, flags)
+		if err == nil || !errors.Is(err, link.ErrFull) {
+			return // sent, or nobody on the link has that node's address
+		}
+	}
+	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code, flags})
+	d.owed++
+}
+
+// flushOwed retries control frames the link refused, in order.
+func (d *Device) flushOwed() bool {
+	busy := false
+	for _, p := range d.peerList {
+		for len(p.owedCtl) > 0 {
+			c := p.owedCtl[0]
+			if err := d.sendAck(p, c.typ, c.seq, c.code, c.flags); err != nil && errors.Is(err, link.ErrFull) {
+				return busy
+			}
+			p.owedCtl = p.owedCtl[1:]
+			d.owed--
+			busy = true
+		}
+	}
+	return busy
+}
+
+// sendAck sends a standalone ACK or NACK to p. A gap NACK (and any ACK
+// while packets are missing) says what is missing: the SACK bitmap in Imm,
+// the highest number received in Addr.
+func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) error {
+	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
+	plain := typ == wire.TypeAck && flags&wire.FlagHold == 0 || typ == wire.TypeNack && code == wire.NackSeqErr
+	switch gap, expect, hi, sack := p.rx.Gap(); {
+	case plain && gap:
+		h.Type, h.Code, h.Seq, h.Addr = wire.TypeNack, wire.NackSeqErr, expect, uint64(hi)
+		if sack != 0 {
+			h.Flags |= wire.FlagSack
+			h.Imm = sack
+		}
+	case plain: // the gap closed before this could leave: an ACK says it all
+		h.Type, h.Code, h.Seq = wire.TypeAck, 0, 0
+	}
+	if err := d.send(p, &h, nil, false); err != nil {
+		return err
+	}
+	switch {
+	case h.Type == wire.TypeAck:
+		d.count(uapi.CtrAcksTx, 1)
+	case h.Code == wire.NackSeqErr:
+		d.count(uapi.CtrSeqNACKsTx, 1)
+	}
+	return nil
+}
+
+// ackEvery is how many received frames make an ACK go at the end of the
+// receive burst instead of waiting for a reply to carry it: a streaming
+// sender's window must keep moving.
+func (d *Device) ackEvery() int { return max(1, d.cfg.Window/8) }
+
+// flushAcks sends the ACKs (gap NACKs while packets are missing) that no
+// data frame carried; see transport.Rx.AckWanted for when. An ACK the
+// link refused stays due and is tried again on the next pass.
+func (d *Device) flushAcks(burst bool) {
+	for _, p := range d.peerList {
+		if !p.rx.Pending() || len(p.owedCtl) > 0 { // owed NACKs go first: they carry the same ACK
+			continue
+		}
+		if !p.rx.AckWanted(d.pass, burst, d.ackEvery()) {
+			continue
+		}
+		if d.sendAck(p, wire.TypeAck, 0, 0, 0) == nil {
+			p.rx.AckSent(true) // also a bare ACK (nothing accepted yet): never resend it every pass
+		}
+	}
+}
+
+// control applies what a frame from p says about our sending to p: its
+// piggybacked cumulative ACK, and for an ACK or NACK frame the rest.
+func (d *Device) control(p *peer, h *wire.Header) {
+	now := monotime.Now()
+	before := p.tx.Acked()
+	if h.Type == wire.TypeNack {
+		// A refusal NACK's ACK field covers the refused packet: record the
+		// reason first, or the ACK completes its command as if it had
+		// succeeded (and a refused PULL never completes).
+		d.count(uapi.CtrNACKsRx, 1)
+		switch c := h.Code; {
+		case c == wire.NackSeqErr:
+			var sack uint64
+			if h.Flags&wire.FlagSack != 0 {
+				sack = h.Imm
+			}
+			p.tx.Gap(h.Seq, uint32(h.Addr), sack, now)
+		case c == wire.NackRetry && h.Flags&wire.FlagHold != 0:
+			p.tx.Resume(h.Seq, now)
+		case c == wire.NackRetry:
+			p.tx.Retry(h.Seq, now)
+		case c <= wire.NackRefusalMax:
+			d.refused(p, h.Seq, uapi.Errno(c))
+			p.tx.Refused(h.Seq, now)
+		}
+	}
+	if h.Flags&wire.FlagAckValid != 0 {
+		p.tx.Ack(h.Ack, now)
+	}
+	if h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 {
+		p.tx.Alive() // the peer is there, only holding: not unreachable
+	}
+	if p.tx.Acked() != before {
+		d.retire(p, before)
+	}
+}
+
+// retransmit runs the retransmission timers that ran out and resends what
+// the transport marked (a gap the receiver reported, a timeout, a go-back
+// it asked for); a peer that stopped answering fails its commands with
+// UNREACHABLE.
+func (d *Device) retransmit(now int64) bool {
+	busy := false
+	for _, p := range d.peerList {
+		if p.tx.Due(now) {
+			d.expire(p, now)
+		}
+		if !p.tx.Resending() {
+			continue
+		}
+		n, err := p.tx.Resend(now, func(seq uint32) error {
+			return d.transmit(p, &p.sent[seq-p.tx.Acked()-1], seq, true)
+		})
+		total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack]
+		d.count(uapi.CtrRetransmits, uint64(total))
+		d.count(uapi.CtrRetxGap, uint64(n[transport.CauseGap]))
+		d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
+		busy = busy || total > 0
+		if err != nil && !errors.Is(err, link.ErrFull) {
+			d.failPeer(p, uapi.EBadNode)
+		}
+	}
+	return busy
+}
+
+// expire handles p's run-out timer.
+func (d *Device) expire(p *peer, now int64) {
+	if d.backlog != nil {
+		// A packet still in our own port's queue is not lost (resending
+		// it would queue it twice): look again after the timeout. A packet
+		// that left late is timed from when it left.
+		queued, last := d.backlog.Backlog([6]byte(wire.NodeMAC(p.node)))
+		if queued > 0 {
+			p.tx.Rearm(now + p.tx.RTO())
+			return
+		}
+		if at := last + p.tx.RTO(); at > now {
+			p.tx.Rearm(at)
+			return
+		}
+	}
+	switch p.tx.Expire(now, d.pass) {
+	case transport.TimedOut:
+		d.count(uapi.CtrTimeouts, 1)
+	case transport.Unreachable:
+		d.count(uapi.CtrTimeouts, 1)
+		d.failPeer(p, uapi.EUnreachable)
+	}
+}
+
+// failPeer ends the sending session with p: every command to it completes
+// once, with e, in posting order; nothing of them is sent again; the next
+// packet starts a new session (a new epoch, numbers from 1), which tells
+// the peer to discard what it kept of the old one. What p sends us is
+// another session and stays as it is.
+func (d *Device) failPeer(p *peer, e uapi.Errno) {
+	q := p.q
+	p.q = nil // finish must not look for these in the queue
+	if p.pkz < len(q) {
+		d.sending--
+	}
+	for _, j := range q {
+		d.finish(j, e, false)
+	}
+	clear(q)
+	p.q, p.pkz = q[:0], 0
+	p.pulls = map[uint32]*job{}
+	d.respJobs -= len(p.resp)
+	p.resp = nil
+	clear(p.sent)
+	p.sent = p.sent[:0]
+	p.tx.Reset()
+}
+
+// nextDeadline is the earliest retransmission deadline of any peer (0:
+// none), so a sleeping engine wakes for it.
+func (d *Device) nextDeadline() int64 {
+	var at int64
+	if d.book.Timers == 0 {
+		return 0
+	}
+	for _, p := range d.peerList {
+		if t := p.tx.Deadline(); t != 0 && (at == 0 || t < at) {
+			at = t
+		}
+	}
+	return at
+}

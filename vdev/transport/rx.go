@@ -1,0 +1,174 @@
+package transport
+
+// Verdict is what a data packet's sequence number allows.
+type Verdict uint8
+
+// Verdicts of Rx.Check.
+const (
+	InOrder   Verdict = iota // the next expected: place it
+	Duplicate                // accepted before (in order or ahead): never place twice
+	Ahead                    // beyond the next expected: a gap before it
+)
+
+// Rx is the receiving half of one peer's session.
+type Rx struct {
+	book *Book
+
+	epoch  uint16
+	known  bool   // epoch was seen
+	expect uint32 // next sequence number to accept
+	gotAny bool   // something was accepted: Ack = expect-1 means something
+	placed uint64 // bit i: expect+1+i was placed ahead of order
+	gap    bool   // a packet beyond expect arrived and expect has not
+	hi     uint32 // while gap: the highest number received
+
+	ackDue  bool   // an ACK (a gap NACK while gap) is owed
+	ackPass uint64 // the engine pass that made it due
+	since   int    // packets that made it due since the last one left
+}
+
+// NewRx makes the receiving half; the first data packet's epoch opens the
+// session.
+func NewRx(book *Book) *Rx { return &Rx{book: book, expect: 1} }
+
+// Session follows the sender's epoch; it reports true when epoch starts a
+// new session (the sender restarted or gave up on us): numbering starts at
+// 1 again and anything placed ahead is forgotten. The caller discards what
+// it kept of the old session's messages.
+func (r *Rx) Session(epoch uint16) bool {
+	if r.known && epoch == r.epoch {
+		return false
+	}
+	r.epoch, r.known = epoch, true
+	r.expect, r.gotAny, r.placed, r.gap = 1, false, 0, false
+	return true
+}
+
+// StartAt opens session epoch expecting seq next (the counterpart of
+// Tx.StartAt).
+func (r *Rx) StartAt(epoch uint16, seq uint32) {
+	r.Session(epoch)
+	r.expect = seq
+}
+
+// Known reports whether a session was seen (a first one is no change).
+func (r *Rx) Known() bool { return r.known }
+
+// Expect is the next sequence number to accept.
+func (r *Rx) Expect() uint32 { return r.expect }
+
+// Check classifies a data packet's sequence number.
+func (r *Rx) Check(seq uint32) Verdict {
+	switch d := int32(seq - r.expect); {
+	case d == 0:
+		return InOrder
+	case d < 0:
+		return Duplicate
+	case d <= SackBits && r.placed&(1<<(d-1)) != 0:
+		return Duplicate
+	}
+	return Ahead
+}
+
+// CanPlaceAhead reports whether seq (Ahead) lies within the span a
+// receiver places out of order.
+func (r *Rx) CanPlaceAhead(seq uint32) bool {
+	d := int32(seq - r.expect)
+	return d > 0 && d <= SackBits
+}
+
+// PlacedAhead records that seq (CanPlaceAhead) was placed out of order.
+func (r *Rx) PlacedAhead(seq uint32) { r.placed |= 1 << (seq - r.expect - 1) }
+
+// SawAhead records that seq arrived beyond the next expected number (placed
+// or not). It reports true when this opens a gap: the sender is told at
+// once (a SEQ_ERR NACK). While the gap lasts, later arrivals make one more
+// NACK due, sent with the ACKs of the pass.
+func (r *Rx) SawAhead(seq uint32, pass uint64) bool {
+	if !r.gap || int32(seq-r.hi) > 0 {
+		r.hi = seq
+	}
+	if !r.gap {
+		r.gap = true
+		return true
+	}
+	r.Owe(pass)
+	return false
+}
+
+// Accept moves past the in-order packet just placed (or refused), and past
+// every packet after it that was already placed ahead of order; it reports
+// how many of those it passed.
+func (r *Rx) Accept(pass uint64) (passed int) {
+	for {
+		next := r.placed&1 != 0
+		r.placed >>= 1
+		r.expect++
+		if !next {
+			break
+		}
+		passed++
+	}
+	r.gotAny = true
+	if r.gap && int32(r.hi-r.expect) < 0 {
+		r.gap = false
+	}
+	r.Owe(pass)
+	return passed
+}
+
+// Gap reports the receiver's view while packets are missing: the next
+// expected number, the highest received, and the SACK bitmap (bit i:
+// expect+1+i placed).
+func (r *Rx) Gap() (ok bool, expect, hi uint32, sack uint64) {
+	return r.gap, r.expect, r.hi, r.placed
+}
+
+// AckField is the cumulative acknowledgement every frame to the peer
+// carries; ok is false before anything was accepted.
+func (r *Rx) AckField() (ack uint32, ok bool) { return r.expect - 1, r.gotAny }
+
+// Owe notes that an ACK is wanted (a packet accepted, or a duplicate to
+// answer with the current state).
+func (r *Rx) Owe(pass uint64) {
+	if !r.ackDue {
+		r.ackDue, r.ackPass = true, pass
+		r.book.AcksOwed++
+	}
+	r.since++
+}
+
+// AckWanted reports whether a standalone ACK should go now. An ACK made
+// due in pass N waits for the command engine's look in pass N+1, so a
+// reply the driver posts meanwhile carries it; at the end of a receive
+// burst (burst), it goes once every packets were received, so a
+// streaming sender's window keeps moving. While a gap lasts it goes at
+// once: the sender waits for it to resend.
+func (r *Rx) AckWanted(pass uint64, burst bool, every int) bool {
+	switch {
+	case !r.ackDue:
+		return false
+	case r.gap:
+		return true
+	case burst:
+		return r.since >= every
+	}
+	return r.ackPass != pass || r.since >= every
+}
+
+// AckSent clears what a frame carrying the acknowledgement paid. A data
+// frame's piggybacked ACK carries no SACK, so during a gap only a
+// standalone one (full) settles the debt.
+func (r *Rx) AckSent(full bool) {
+	if r.gap && !full {
+		return
+	}
+	if r.ackDue {
+		r.ackDue = false
+		r.book.AcksOwed--
+	}
+	r.since = 0
+}
+
+// Pending reports whether an ACK is owed.
+func (r *Rx) Pending() bool { return r.ackDue }

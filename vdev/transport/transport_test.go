@@ -1,0 +1,272 @@
+package transport
+
+import (
+	"testing"
+)
+
+func newTx(window int) (*Tx, *Book) {
+	b := &Book{}
+	return NewTx(&Config{Window: window, MaxTimeouts: 3}, b, 7), b
+}
+
+// sendN sends n packets at now and returns their numbers.
+func sendN(t *Tx, n int, now int64) []uint32 {
+	var s []uint32
+	for range n {
+		s = append(s, t.Next())
+		t.Sent(now)
+	}
+	return s
+}
+
+// resent collects what Resend sends.
+func resent(t *Tx, now int64) []uint32 {
+	var got []uint32
+	t.Resend(now, func(seq uint32) error { got = append(got, seq); return nil })
+	return got
+}
+
+func eq(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A gap report resends exactly the packets the receiver misses, at once,
+// without the timer: the ones it placed ahead of order (SACK) stay.
+func TestGapResendsOnlyTheMissing(t *testing.T) {
+	tx, book := newTx(64)
+	sendN(tx, 10, 1000) // 1..10
+	// The receiver has 1..3, misses 4 and 6, placed 5, 7, 8; saw up to 8.
+	// SACK bit i is expect+1+i: 5 -> bit 0, 7 -> bit 2, 8 -> bit 3.
+	tx.Gap(4, 8, 1<<0|1<<2|1<<3, 2000)
+	if tx.Acked() != 3 {
+		t.Fatalf("acked %d, want 3", tx.Acked())
+	}
+	if got := resent(tx, 2100); !eq(got, []uint32{4, 6}) {
+		t.Fatalf("resent %v, want [4 6]", got)
+	}
+	if book.Resends != 0 || tx.Resending() {
+		t.Fatalf("resends still marked: book %d", book.Resends)
+	}
+	// The same report again (a coalesced NACK after more arrivals) sends
+	// nothing twice: the resends may still be on their way.
+	tx.Gap(4, 8, 1<<0|1<<2|1<<3, 2200)
+	if got := resent(tx, 2300); len(got) != 0 {
+		t.Fatalf("second identical report resent %v", got)
+	}
+	// 9 and 10 arrived but could not be placed ahead: the report that says
+	// so resends them (they were never resent).
+	tx.Gap(4, 10, 1<<0|1<<2|1<<3, 2400)
+	if got := resent(tx, 2500); !eq(got, []uint32{9, 10}) {
+		t.Fatalf("resent %v, want [9 10]", got)
+	}
+	if tx.Armed() && tx.Deadline() <= 2000 {
+		t.Fatal("a gap report must not be a timeout")
+	}
+}
+
+// A resend that is itself lost is found without a timer once something
+// sent after it has arrived.
+func TestLostResendFoundByLaterArrival(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 3, 0)          // 1..3
+	tx.Gap(1, 2, 1<<0, 10)   // 1 missing, 2 placed
+	resent(tx, 20)           // 1 again, while next is 4
+	sendN(tx, 2, 30)         // 4, 5 leave after the resend
+	tx.Gap(1, 5, 0b1111, 40) // 2..5 placed: 1's resend was lost
+	if got := resent(tx, 50); !eq(got, []uint32{1}) {
+		t.Fatalf("resent %v, want [1]", got)
+	}
+}
+
+// A stale or forged report never reaches outside what is outstanding.
+func TestGapReportBounded(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 3, 0)
+	tx.Ack(2, 5)
+	tx.Gap(0, 0xFFFFFFFF, ^uint64(0), 10) // nonsense numbers
+	if got := resent(tx, 20); len(got) > 1 {
+		t.Fatalf("resent %v from a nonsense report", got)
+	}
+	tx.Gap(2_000_000_000, 2_000_000_100, 0, 30)
+	if got := resent(tx, 40); len(got) != 0 || tx.Acked() != 2 {
+		t.Fatalf("resent %v, acked %d after a report of numbers never sent", got, tx.Acked())
+	}
+}
+
+// A timeout goes back over everything the receiver did not place, counts,
+// doubles the interval, and MaxTimeouts in a row end the session; the
+// first expiry waits GracePasses passes for an answer that may be unread.
+func TestTimeoutGraceBackoffUnreachable(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 3, 0)
+	tx.Gap(1, 3, 1<<0, 1) // 2 placed ahead
+	resent(tx, 2)         // 1 and 3 went again
+	rto := tx.RTO()
+	now := tx.Deadline()
+	pass := uint64(100)
+	if !tx.Due(now) {
+		t.Fatal("not due at its deadline")
+	}
+	for i := range GracePasses {
+		if e := tx.Expire(now, pass+uint64(i)); e != Waiting {
+			t.Fatalf("pass %d of the grace: %v", i, e)
+		}
+	}
+	if e := tx.Expire(now, pass+GracePasses); e != TimedOut {
+		t.Fatalf("after the grace: %v, want TimedOut", e)
+	}
+	if got := resent(tx, now); !eq(got, []uint32{1, 3}) {
+		t.Fatalf("timeout resent %v, want [1 3] (2 was placed)", got)
+	}
+	if tx.RTO() <= rto {
+		t.Fatalf("interval %d did not grow from %d", tx.RTO(), rto)
+	}
+	var last Expiry
+	for range 3 {
+		now = tx.Deadline()
+		for p := range GracePasses + 1 {
+			last = tx.Expire(now, pass+uint64(1000*(p+1)))
+		}
+		pass += 10_000
+		if last == Unreachable {
+			break
+		}
+	}
+	if last != Unreachable {
+		t.Fatalf("after MaxTimeouts: %v, want Unreachable", last)
+	}
+	ep := tx.Epoch()
+	tx.Reset()
+	if tx.Epoch() == ep || tx.Next() != 1 || tx.Unacked() != 0 || tx.Armed() || tx.Resending() {
+		t.Fatalf("reset: epoch %d->%d next %d unacked %d", ep, tx.Epoch(), tx.Next(), tx.Unacked())
+	}
+}
+
+// A NACK asking for a retry goes back after the backoff, never counted as
+// a timeout; one saying a hold ended goes back at once.
+func TestRetryAndResume(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 4, 0)
+	tx.Retry(2, 10)
+	if tx.Acked() != 1 || tx.Room() {
+		t.Fatalf("retry: acked %d, room %v (new packets must wait for the go-back)", tx.Acked(), tx.Room())
+	}
+	if e := tx.Expire(tx.Deadline(), 1); e != WentBack {
+		t.Fatalf("retry deadline: %v, want WentBack", e)
+	}
+	if got := resent(tx, 20); !eq(got, []uint32{2, 3, 4}) {
+		t.Fatalf("go-back resent %v", got)
+	}
+	tx.Resume(4, 30)
+	if got := resent(tx, 40); !eq(got, []uint32{4}) || tx.Acked() != 3 {
+		t.Fatalf("resume resent %v, acked %d", got, tx.Acked())
+	}
+}
+
+// A full link cuts a resend short: the rest goes on the next call, from
+// where it stopped.
+func TestResendResumesAfterFullLink(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 5, 0)
+	tx.Gap(1, 5, 0, 1)
+	var got []uint32
+	full := errFull{}
+	tx.Resend(2, func(seq uint32) error {
+		if seq == 3 {
+			return full
+		}
+		got = append(got, seq)
+		return nil
+	})
+	got = append(got, resent(tx, 3)...)
+	if !eq(got, []uint32{1, 2, 3, 4, 5}) {
+		t.Fatalf("resent %v", got)
+	}
+}
+
+type errFull struct{}
+
+func (errFull) Error() string { return "full" }
+
+// The receiver: in order, duplicates (also of packets placed ahead),
+// gaps opened once and closed by the packet that fills them, and the
+// SACK it reports.
+func TestReceiverGapAndSack(t *testing.T) {
+	book := &Book{}
+	rx := NewRx(book)
+	if !rx.Session(3) || rx.Session(3) {
+		t.Fatal("session: first is new, the same again is not")
+	}
+	if rx.Check(1) != InOrder {
+		t.Fatal("1 not in order")
+	}
+	rx.Accept(1)
+	if rx.Check(3) != Ahead || !rx.CanPlaceAhead(3) {
+		t.Fatal("3 not ahead")
+	}
+	rx.PlacedAhead(3)
+	if !rx.SawAhead(3, 1) {
+		t.Fatal("the first arrival beyond a gap must open it")
+	}
+	if rx.SawAhead(5, 1) {
+		t.Fatal("a second arrival must not open the gap again")
+	}
+	if rx.Check(3) != Duplicate || rx.Check(1) != Duplicate {
+		t.Fatal("placed-ahead and old packets must be duplicates")
+	}
+	gap, expect, hi, sack := rx.Gap()
+	if !gap || expect != 2 || hi != 5 || sack != 1 {
+		t.Fatalf("gap %v expect %d hi %d sack %b", gap, expect, hi, sack)
+	}
+	if !rx.AckWanted(1, false, 8) {
+		t.Fatal("during a gap the NACK goes at once")
+	}
+	if passed := rx.Accept(2); passed != 1 || rx.Expect() != 4 {
+		t.Fatalf("accept 2: passed %d, expect %d; want 1, 4", passed, rx.Expect())
+	}
+	if gap, _, _, _ := rx.Gap(); !gap {
+		t.Fatal("5 is still beyond 4: the gap is not closed")
+	}
+	rx.Accept(3) // 4
+	rx.Accept(3) // 5 (was dropped, came again)
+	if gap, _, _, _ := rx.Gap(); gap || rx.Expect() != 6 {
+		t.Fatalf("gap %v expect %d after filling", gap, rx.Expect())
+	}
+	if rx.CanPlaceAhead(7+SackBits) || !rx.CanPlaceAhead(6+SackBits) {
+		t.Fatal("the span placed ahead is SackBits past the expected")
+	}
+	if !rx.Session(4) || rx.Expect() != 1 {
+		t.Fatal("a new epoch restarts the numbering")
+	}
+}
+
+// Sequence numbers wrap: a session that starts near 2^32 acknowledges
+// and reports gaps across the wrap.
+func TestWrap(t *testing.T) {
+	tx, _ := newTx(64)
+	tx.StartAt(0xFFFFFFFE)
+	s := sendN(tx, 4, 0) // FFFFFFFE, FFFFFFFF, 0, 1
+	tx.Gap(0xFFFFFFFF, 1, 1<<0, 1)
+	if tx.Acked() != 0xFFFFFFFE {
+		t.Fatalf("acked %#x", tx.Acked())
+	}
+	if got := resent(tx, 2); !eq(got, []uint32{0xFFFFFFFF, 1}) {
+		t.Fatalf("resent %#x, want FFFFFFFF and 1 (0 placed); sent %#x", got, s)
+	}
+	if !tx.Ack(1, 3) || tx.Unacked() != 0 {
+		t.Fatalf("ack across the wrap: unacked %d", tx.Unacked())
+	}
+	rx := NewRx(&Book{})
+	rx.StartAt(1, 0xFFFFFFFF)
+	if rx.Check(0) != Ahead || rx.Check(0xFFFFFFFE) != Duplicate {
+		t.Fatal("receiver comparisons broken by the wrap")
+	}
+}

@@ -1,0 +1,398 @@
+// Package transport is the per-peer reliability of a dimmnet device: the
+// sending window and its session epoch, cumulative and selective
+// acknowledgements, the retransmission timer, go-backs, and on the
+// receiving side the expected sequence number, packets placed ahead of it
+// and the ACKs and NACKs owed.
+//
+// It speaks to the device in sequence numbers only: the device asks for a
+// number before it sends a packet, is told "acknowledged through N", "send
+// N again" or "the peer is unreachable", and keeps for itself what each
+// number carries (which command, which bytes). Nothing here sends a frame,
+// reads a clock or touches the register page, so every rule can be tested
+// one step at a time (see docs/links.md for the protocol).
+package transport
+
+// Retransmission timing: ACP's UDP transport figures, and the floor for
+// media that never lose a frame.
+const (
+	// MinBackoff is the first retransmission interval, ns.
+	MinBackoff = 100_000
+	// MaxBackoff caps the doubling interval, ns.
+	MaxBackoff = 100_000_000
+	// LosslessRTO is the least timeout on a medium that never loses a
+	// frame (the in-memory hub: backpressure, not loss): there a timeout
+	// only means an engine was off its core, and 100 µs fired for that
+	// under load, resending what was on its way.
+	LosslessRTO = 5_000_000
+	// GracePasses is how many more engine passes a passed deadline waits
+	// before it counts as a timeout: the clock runs while the engine is off
+	// its core, and the answer may be waiting unread (or, from a peer on
+	// the same engine, one pass from being sent).
+	GracePasses = 4
+	// SackBits is how far past the next expected packet a receiver places
+	// packets out of order (and reports them in a SACK bitmap).
+	SackBits = 64
+)
+
+// Config is what every peer of a device shares.
+type Config struct {
+	Window      int   // unacknowledged packets per peer
+	MaxTimeouts int   // consecutive timeouts without progress before the peer is unreachable
+	RTOFloor    int64 // least retransmission timeout, ns (0: MinBackoff)
+}
+
+// Book counts, across every peer of a device, the work the engine must
+// look at on each pass, so an idle device looks at no peer at all.
+type Book struct {
+	Timers   int // senders with a retransmission timer armed
+	Resends  int // senders with packets marked for resending
+	AcksOwed int // receivers whose ACK (or gap NACK) no frame has carried yet
+}
+
+// Cause says why a packet is being sent again.
+type Cause uint8
+
+// Causes of a resend, for counters.
+const (
+	CauseGap     Cause = iota + 1 // the receiver reported it missing (SEQ_ERR NACK or SACK)
+	CauseTimeout                  // the retransmission timer ran out
+	CauseGoBack                   // the receiver asked (ring full, or its hold ended)
+)
+
+// pkt is one sent, unacknowledged packet. Its sequence number is implied:
+// pkts[i] is acked+1+i.
+type pkt struct {
+	sentAt     int64  // last time it left
+	resentNext uint32 // next new sequence number when it was last resent
+	resent     bool   // sent more than once: its ACK says nothing of the round trip
+	sacked     bool   // the receiver placed it (selective acknowledgement)
+	lost       Cause  // marked for resending (0: not)
+}
+
+// Tx is the sending half of one peer's session.
+type Tx struct {
+	cfg  *Config
+	book *Book
+
+	epoch uint16
+	next  uint32 // sequence number of the next new packet
+	acked uint32 // every sequence number up to here is acknowledged
+	pkts  []pkt
+	lost  int // packets marked for resending
+
+	deadline    int64  // >0: the timer is armed
+	expiredPass uint64 // the engine pass that first saw the deadline passed
+	goBack      bool   // the deadline is a requested go-back, not a timeout
+	backoff     int64
+	blockedAt   int64 // a new packet has found the link full since then (0: not)
+	srtt        int64 // smoothed round trip, ns
+	timeouts    int   // consecutive timeouts without progress
+}
+
+// NewTx starts a sending session under epoch (a clock reading, so a
+// restarted device is told apart from the one the peer remembers).
+func NewTx(cfg *Config, book *Book, epoch uint16) *Tx {
+	return &Tx{cfg: cfg, book: book, epoch: epoch, next: 1, backoff: MinBackoff}
+}
+
+// Epoch is the session the packets carry (the Code field of data frames).
+func (t *Tx) Epoch() uint16 { return t.epoch }
+
+// Next is the sequence number the next new packet takes.
+func (t *Tx) Next() uint32 { return t.next }
+
+// Acked is the cumulative acknowledgement: every number up to it arrived.
+func (t *Tx) Acked() uint32 { return t.acked }
+
+// Unacked is the number of packets sent and not yet acknowledged.
+func (t *Tx) Unacked() int { return len(t.pkts) }
+
+// Room reports whether a new packet may be sent: the window has room, no
+// resend is waiting (resends go first) and no go-back is pending.
+func (t *Tx) Room() bool { return len(t.pkts) < t.cfg.Window && t.lost == 0 && !t.goBack }
+
+// Resending reports whether packets are marked for resending.
+func (t *Tx) Resending() bool { return t.lost > 0 }
+
+// Armed reports whether the retransmission timer runs.
+func (t *Tx) Armed() bool { return t.deadline != 0 }
+
+// RTO is how long to wait for an ACK before sending again: the backoff,
+// but never below three smoothed round trips (a slow medium is not a lost
+// packet) nor the medium's floor, and never above MaxBackoff.
+func (t *Tx) RTO() int64 { return min(max(t.backoff, 3*t.srtt, t.cfg.RTOFloor), MaxBackoff) }
+
+// Sent records that the packet numbered Next left at now; the number is
+// used up.
+func (t *Tx) Sent(now int64) {
+	t.blockedAt = 0
+	t.pkts = append(t.pkts, pkt{sentAt: now})
+	t.next++
+	if t.deadline == 0 {
+		t.arm(now+t.RTO(), false)
+	}
+}
+
+func (t *Tx) arm(at int64, goBack bool) {
+	if t.deadline == 0 {
+		t.book.Timers++
+	}
+	t.deadline, t.goBack, t.expiredPass = at, goBack, 0
+}
+
+func (t *Tx) disarm() {
+	if t.deadline != 0 {
+		t.book.Timers--
+	}
+	t.deadline, t.goBack, t.expiredPass = 0, false, 0
+}
+
+// Ack applies a cumulative acknowledgement; it reports whether it
+// retired anything (an old one, or one for numbers never sent, does not).
+func (t *Tx) Ack(ack uint32, now int64) bool {
+	if int32(ack-t.acked) <= 0 || int32(ack-(t.next-1)) > 0 {
+		return false
+	}
+	n := int(ack - t.acked)
+	// Time the oldest packet the ACK retires: it waited longest (ACKs are
+	// cumulative and may wait a pass), so under a stream the timer learns
+	// what a burst really takes. Karn: first transmissions only.
+	if p := t.pkts[0]; !p.resent {
+		if rtt := now - p.sentAt; t.srtt == 0 {
+			t.srtt = rtt
+		} else {
+			t.srtt += (rtt - t.srtt) / 8
+		}
+	}
+	for i := range n {
+		if t.pkts[i].lost != 0 {
+			t.unlose(&t.pkts[i])
+		}
+	}
+	t.pkts = t.pkts[:copy(t.pkts, t.pkts[n:])] // in place: no allocation per ACK
+	t.acked = ack
+	t.backoff, t.timeouts = MinBackoff, 0
+	if len(t.pkts) == 0 {
+		t.disarm()
+	} else {
+		t.arm(now+t.RTO(), false)
+	}
+	return true
+}
+
+func (t *Tx) mark(p *pkt, c Cause) {
+	if p.lost == 0 {
+		if t.lost++; t.lost == 1 {
+			t.book.Resends++
+		}
+	}
+	p.lost = c
+}
+
+func (t *Tx) unlose(p *pkt) {
+	p.lost = 0
+	if t.lost--; t.lost == 0 {
+		t.book.Resends--
+	}
+}
+
+// at returns the unacknowledged packet numbered seq, or nil.
+func (t *Tx) at(seq uint32) *pkt {
+	i := int32(seq - t.acked - 1)
+	if i < 0 || int(i) >= len(t.pkts) {
+		return nil
+	}
+	return &t.pkts[i]
+}
+
+// Gap applies a receiver's report that it misses packets: it expects
+// expect next, has received up to hi, and (sack true) placed the packets
+// the bitmap names (bit i: expect+1+i). Each packet in [expect, hi] it
+// did not place is marked for resending at once, unless it was already
+// resent and nothing sent after that resend has arrived yet (the resend
+// may still be on its way). No timer is involved.
+func (t *Tx) Gap(expect, hi uint32, sack uint64, now int64) {
+	t.Ack(expect-1, now)
+	for i := range uint32(SackBits) {
+		if sack&(1<<i) != 0 {
+			if p := t.at(expect + 1 + i); p != nil {
+				p.sacked = true
+				if p.lost != 0 {
+					t.unlose(p)
+				}
+			}
+		}
+	}
+	if int32(hi-(t.next-1)) > 0 {
+		hi = t.next - 1 // never more than was sent
+	}
+	if int32(expect-(t.acked+1)) < 0 {
+		expect = t.acked + 1 // a stale report: only what is still outstanding
+	}
+	for s := expect; int32(s-hi) <= 0; s++ {
+		p := t.at(s)
+		if p == nil {
+			continue
+		}
+		if !p.sacked && p.lost == 0 && (!p.resent || int32(hi-p.resentNext) >= 0) {
+			t.mark(p, CauseGap)
+		}
+	}
+}
+
+// Refused applies a NACK that consumed seq for good (the device has
+// already recorded the refusal against its command): it acknowledges
+// everything through seq.
+func (t *Tx) Refused(seq uint32, now int64) { t.Ack(seq, now) }
+
+// Retry applies a NACK asking for seq again later (a full ring in NACK
+// mode): everything from seq goes again after the backoff, which doubles.
+// A NACK never counts as a timeout.
+func (t *Tx) Retry(seq uint32, now int64) {
+	if int32(seq-t.acked) <= 0 || t.goBack {
+		return
+	}
+	t.Ack(seq-1, now)
+	if len(t.pkts) > 0 {
+		t.arm(now+t.backoff, true)
+		t.backoff = min(t.backoff*2, MaxBackoff)
+	}
+}
+
+// Resume applies a NACK saying the receiver's hold ended: everything from
+// seq goes again now.
+func (t *Tx) Resume(seq uint32, now int64) {
+	t.Ack(seq-1, now)
+	t.goBackAll(CauseGoBack)
+}
+
+// Alive notes that the peer answered without progress (it holds our
+// packet): it is there, so its silence is not counted towards unreachable.
+func (t *Tx) Alive() { t.timeouts = 0 }
+
+// goBackAll marks every packet the receiver has not placed for resending.
+func (t *Tx) goBackAll(c Cause) {
+	for i := range t.pkts {
+		if p := &t.pkts[i]; !p.sacked && p.lost == 0 {
+			t.mark(p, c)
+		}
+	}
+}
+
+// Deadline is when the timer runs out (0: not armed).
+func (t *Tx) Deadline() int64 { return t.deadline }
+
+// Due reports whether the timer has run out at now.
+func (t *Tx) Due(now int64) bool { return t.deadline != 0 && now >= t.deadline }
+
+// Rearm moves the deadline (the device's port still holds the packets, or
+// they left late): neither a timeout nor a go-back yet.
+func (t *Tx) Rearm(at int64) { t.deadline, t.expiredPass = at, 0 }
+
+// Expiry is what a run-out timer led to.
+type Expiry uint8
+
+// Outcomes of Expire.
+const (
+	Waiting     Expiry = iota // within the grace: maybe the answer is unread
+	WentBack                  // a requested go-back: packets marked for resending
+	TimedOut                  // a timeout: packets marked, interval doubled
+	Unreachable               // MaxTimeouts in a row: the session is over
+)
+
+// Expire handles a run-out timer in engine pass pass (call when Due).
+// A timeout marks every packet the receiver has not placed for resending
+// and re-arms; a go-back kept from completing (the link is full) for a
+// whole timeout is itself one, so a peer that stopped draining its link
+// still becomes unreachable.
+func (t *Tx) Expire(now int64, pass uint64) Expiry {
+	if len(t.pkts) == 0 {
+		t.disarm()
+		return Waiting
+	}
+	if t.goBack {
+		t.goBack = false
+		t.goBackAll(CauseGoBack)
+		t.arm(now+t.RTO(), false)
+		return WentBack
+	}
+	if t.expiredPass == 0 {
+		t.expiredPass = pass
+		return Waiting
+	}
+	if pass-t.expiredPass < GracePasses {
+		return Waiting
+	}
+	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts {
+		return Unreachable
+	}
+	t.backoff = min(2*t.RTO(), MaxBackoff)
+	t.goBackAll(CauseTimeout)
+	t.arm(now+t.RTO(), false)
+	return TimedOut
+}
+
+// Blocked notes that a new packet could not leave at now because the link
+// to the peer is full. With packets outstanding their timer covers it;
+// otherwise a link that stays full for a whole timeout counts as one, so a
+// peer that stopped draining its link still becomes unreachable.
+func (t *Tx) Blocked(now int64) Expiry {
+	switch {
+	case len(t.pkts) > 0:
+		return Waiting
+	case t.blockedAt == 0:
+		t.blockedAt = now
+		return Waiting
+	case now-t.blockedAt < t.RTO():
+		return Waiting
+	}
+	t.blockedAt = now
+	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts {
+		return Unreachable
+	}
+	t.backoff = min(2*t.RTO(), MaxBackoff)
+	return TimedOut
+}
+
+// Resend calls send for each packet marked for resending, oldest first,
+// until send fails (the link is full: the rest go on a later pass). It
+// reports how many left, by cause.
+func (t *Tx) Resend(now int64, send func(seq uint32) error) (n [CauseGoBack + 1]int, err error) {
+	for i := range t.pkts {
+		p := &t.pkts[i]
+		if p.lost == 0 {
+			continue
+		}
+		if err = send(t.acked + 1 + uint32(i)); err != nil {
+			return n, err
+		}
+		n[p.lost]++
+		t.unlose(p)
+		p.sentAt, p.resent, p.resentNext = now, true, t.next
+		if t.lost == 0 {
+			break
+		}
+	}
+	return n, nil
+}
+
+// StartAt numbers the session's packets from seq, as if every number
+// before it were acknowledged. Nothing may be outstanding. Sequence
+// numbers wrap, so a session may start anywhere; tests start near 2^32 to
+// cross the wrap.
+func (t *Tx) StartAt(seq uint32) {
+	if len(t.pkts) == 0 {
+		t.next, t.acked = seq, seq-1
+	}
+}
+
+// Reset ends the session (the peer is unreachable): a new epoch, numbers
+// from 1 again, nothing outstanding. Renumbering under the old epoch would
+// make the peer take new packets for duplicates of old ones it placed.
+func (t *Tx) Reset() {
+	t.disarm()
+	if t.lost > 0 {
+		t.book.Resends--
+	}
+	*t = Tx{cfg: t.cfg, book: t.book, epoch: t.epoch + 1, next: 1, backoff: MinBackoff, pkts: t.pkts[:0], srtt: t.srtt}
+}
