@@ -273,6 +273,25 @@ func (p *Port) Buffer() []byte { return p.inner.Buffer() }
 // receive.
 func (p *Port) Send(frame []byte) error { return p.inner.Send(frame) }
 
+// SendVec sends a frame whose payload lies elsewhere: the faults act on
+// the receive side, so sends reach the wrapped port as they would without
+// the wrapper, gathered when it can (a lossy run then measures loss, not
+// an extra copy: measured 1.7x slower 1 MiB ping-pongs before).
+func (p *Port) SendVec(head, payload []byte) error {
+	if v, ok := p.inner.(link.VectorSender); ok {
+		return v.SendVec(head, payload)
+	}
+	return p.inner.Send(append(head, payload...)) // head is a Buffer: room for the payload
+}
+
+// Backlog is the wrapped port's transmit backlog, when it keeps one.
+func (p *Port) Backlog(dst [6]byte) (queued int, lastSent int64) {
+	if b, ok := p.inner.(link.Backlogger); ok {
+		return b.Backlog(dst)
+	}
+	return 0, 0
+}
+
 // Release returns a frame from Recv to the wrapped port (duplicates too:
 // their buffers come from its Buffer).
 func (p *Port) Release(frame []byte) { p.inner.Release(frame) }
