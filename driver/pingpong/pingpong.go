@@ -56,9 +56,14 @@ type Recovery struct {
 	OutOfOrder  uint64 `json:"out_of_order"`
 	NACKs       uint64 `json:"nacks"`
 	CRCFail     uint64 `json:"crc_fail"`
+	RetxGap     uint64 `json:"retx_gap"`
+	RetxTimeout uint64 `json:"retx_timeout"`
+	Unordered   uint64 `json:"rx_unordered"`
+	SeqNACKs    uint64 `json:"seq_nacks"`
 }
 
-var recoveryCounters = [...]uapi.Counter{uapi.CtrRetransmits, uapi.CtrTimeouts, uapi.CtrDuplicates, uapi.CtrOutOfOrder, uapi.CtrNACKsRx, uapi.CtrCRCFail}
+var recoveryCounters = [...]uapi.Counter{uapi.CtrRetransmits, uapi.CtrTimeouts, uapi.CtrDuplicates, uapi.CtrOutOfOrder, uapi.CtrNACKsRx, uapi.CtrCRCFail,
+	uapi.CtrRetxGap, uapi.CtrRetxTimeout, uapi.CtrRxUnordered, uapi.CtrSeqNACKsTx}
 
 func snapRecovery(ds ...*driver.Driver) [len(recoveryCounters)]uint64 {
 	var v [len(recoveryCounters)]uint64
@@ -72,7 +77,8 @@ func snapRecovery(ds ...*driver.Driver) [len(recoveryCounters)]uint64 {
 
 func recoverySince(before [len(recoveryCounters)]uint64, ds ...*driver.Driver) Recovery {
 	a := snapRecovery(ds...)
-	return Recovery{a[0] - before[0], a[1] - before[1], a[2] - before[2], a[3] - before[3], a[4] - before[4], a[5] - before[5]}
+	return Recovery{a[0] - before[0], a[1] - before[1], a[2] - before[2], a[3] - before[3], a[4] - before[4], a[5] - before[5],
+		a[6] - before[6], a[7] - before[7], a[8] - before[8], a[9] - before[9]}
 }
 
 // add folds another device's recovery into r.
@@ -83,6 +89,10 @@ func (r *Recovery) add(o Recovery) {
 	r.OutOfOrder += o.OutOfOrder
 	r.NACKs += o.NACKs
 	r.CRCFail += o.CRCFail
+	r.RetxGap += o.RetxGap
+	r.RetxTimeout += o.RetxTimeout
+	r.Unordered += o.Unordered
+	r.SeqNACKs += o.SeqNACKs
 }
 
 // Sizes returns the message sizes 8 B .. max in powers of 2.
