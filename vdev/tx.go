@@ -152,14 +152,16 @@ func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
 	default:
 		d.done(&j.desc, j.idx)
 	}
-	if i := slices.Index(p.q, j); unqueue && i >= 0 {
-		waiting := p.pkz < len(p.q)
-		p.q = slices.Delete(p.q, i, i+1)
-		if i < p.pkz {
-			p.pkz--
-		}
-		if waiting && p.pkz == len(p.q) {
-			d.sending--
+	if unqueue {
+		if i := slices.Index(p.q, j); i >= 0 {
+			waiting := p.pkz < len(p.q)
+			p.q = slices.Delete(p.q, i, i+1)
+			if i < p.pkz {
+				p.pkz--
+			}
+			if waiting && p.pkz == len(p.q) {
+				d.sending--
+			}
 		}
 	}
 	if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
