@@ -19,6 +19,8 @@
 // docs/wire.md and the Wireshark dissector tools/wireshark/dimmnet.lua.
 package wire
 
+//go:generate go run ./genwire -md ../../docs/wire.md -lua ../../tools/wireshark/dimmnet.lua
+
 import (
 	"encoding/binary"
 	"errors"
@@ -109,11 +111,11 @@ type TypeDoc struct {
 // and the Wireshark dissector, so a type added here is known everywhere
 // and a type missing here is rejected everywhere.
 var TypeDocs = []TypeDoc{
-	{TypePush, "PUSH", "write the payload into the receiver's link memory at Addr (with Tagged: only into link page frames of LMMC port Tag)"},
-	{TypeIPush, "IPUSH", "deliver the payload to process DstProc (with DirectAMT: to the AMT entry DstProc)"},
+	{TypePush, "PUSH", "write the payload into the receiver's link memory at Addr (with flag Tagged: only into link page frames of LMMC port Tag)"},
+	{TypeIPush, "IPUSH", "deliver the payload to process DstProc (with flag DirectAMT: to AMT entry DstProc)"},
 	{TypePullReq, "PULLREQ", "ask for MsgLen bytes at the receiver's address Addr, to be returned to the requester's address Imm"},
 	{TypePullResp, "PULLRESP", "data answering a PULLREQ, to be placed at the requester's address Addr"},
-	{TypeAck, "ACK", "acknowledge: Ack (with AckValid) is cumulative; with Hold the receiver holds packet Seq; with Sack, Imm lists packets placed beyond Ack+1"},
+	{TypeAck, "ACK", "acknowledge: Ack (with flag AckValid) is cumulative; with flag Hold the receiver holds packet Seq; with flag Sack, Imm lists packets placed beyond Ack+1"},
 	{TypeNack, "NACK", "report that packet Seq was not placed; Code says why (see NACK codes)"},
 	{TypePage, "PAGE", "LMMC remote paging request: page LMMC port Imm into the receiver's link page frame Addr"},
 }
@@ -201,7 +203,7 @@ var FlagDocs = []FlagDoc{
 	{FlagFirst, "First", "first packet of the message"},
 	{FlagDirectAMT, "DirectAMT", "DstProc is an AMT entry index (the IPUSH variant without the AMT Address Table)"},
 	{FlagCRC, "CRC", "Checksum is valid and must be verified"},
-	{FlagHold, "Hold", "ACK: the receiver holds packet Seq (it is not lost). NACK RETRY: the hold has ended, send everything from Seq now"},
+	{FlagHold, "Hold", "ACK: the receiver holds packet Seq (it is not lost); NACK RETRY: the hold has ended, send everything from Seq now"},
 	{FlagAckValid, "AckValid", "Ack carries a cumulative ack (any packet can piggyback one)"},
 	{FlagSignal, "Signal", "the sender wants a completion for this message"},
 	{FlagSeq, "Seq", "Seq is a sequence number to check (every data packet); without it (ACK, NACK) Seq is only a reference"},
@@ -270,12 +272,12 @@ type NackDoc struct {
 // codes, named after uapi's errors) into docs/wire.md and the Wireshark
 // dissector.
 var NackDocs = []NackDoc{
-	{NackRetry, "RETRY", "the receiver could not place Seq now (an IPUSH ring or the status ring was full, in NACK mode): send it again after a backoff. With Hold: the receiver's hold has ended, send everything from Seq now"},
-	{NackSeqErr, "SEQ_ERR", "the receiver saw a gap: Seq is the next sequence number it expects, Addr the highest one it has received, and with Sack Imm tells which in between it placed. The sender resends the missing ones at once"},
+	{NackRetry, "RETRY", "the receiver could not place Seq now (an IPUSH ring or the status ring was full, in NACK mode): send it again after a backoff; with flag Hold: the receiver's hold has ended, send everything from Seq now"},
+	{NackSeqErr, "SEQ_ERR", "the receiver saw a gap: Seq is the next sequence number it expects, Addr the highest one it has received, and with flag Sack Imm tells which in between it placed; the sender resends the missing ones at once"},
 }
 
 // NackRefusalDoc explains NACK codes 1..NackRefusalMax.
-const NackRefusalDoc = "refusal: the receiver consumed Seq and will never place it; the code is the device error (uapi.Errno) the sender's command fails with"
+const NackRefusalDoc = "the receiver consumed Seq and will never place it; the code is the device error (uapi.Errno) the sender's command fails with"
 
 // NackCodeName names a NACK code for dumps: its NackDocs name,
 // "REFUSED(n)" for a refusal (package uapi names those), or "NACK(0x...)".
@@ -358,18 +360,18 @@ var Fields = []Field{
 	{"SrcNode", 4, 2, "Source node", false, "sending node number"},
 	{"DstNode", 6, 2, "Destination node", false, "target node number"},
 	{"SrcProc", 8, 4, "Source process", false, "global process id of the sender"},
-	{"DstProc", 12, 4, "Destination process", false, "global process id of the target; with DirectAMT an AMT entry index"},
-	{"Seq", 16, 4, "Sequence number", false, "with Seq: the packet's per-peer sequence number, 1 for the first packet of a sending session, wrapping from 2^32-1 to 0; without it (ACK, NACK): a reference to the held, refused or expected packet, never acknowledged itself"},
-	{"Ack", 20, 4, "Cumulative ack", false, "with AckValid: every sequence number up to Ack was received in order (compared modulo 2^32: the 2^31 numbers before Ack)"},
+	{"DstProc", 12, 4, "Destination process", false, "global process id of the target; with flag DirectAMT an AMT entry index"},
+	{"Seq", 16, 4, "Sequence number", false, "with flag Seq: the packet's per-peer sequence number, 1 for the first packet of a sending session, wrapping from 2^32-1 to 0; without it (ACK, NACK): a reference to the held, refused or expected packet, never acknowledged itself"},
+	{"Ack", 20, 4, "Cumulative ack", false, "with flag AckValid: every sequence number up to Ack was received in order (compared modulo 2^32: the 2^31 numbers before Ack)"},
 	{"MsgID", 24, 4, "Message id", false, "identifies the packet's message among the sender's"},
 	{"Offset", 28, 4, "Offset in message", false, "byte offset of this packet's payload within its message"},
 	{"MsgLen", 32, 4, "Message length", false, "total message length in bytes (PULLREQ: the bytes asked for)"},
 	{"PayloadLen", 36, 4, "Payload length", false, "payload bytes after the header; a frame holding fewer is rejected"},
 	{"Addr", 40, 8, "Address", true, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"},
-	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
-	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; otherwise 0"},
-	{"Tag", 58, 2, "Tag", false, "with Tagged: the LMMC port whose link page frames a PUSH must land in; otherwise 0"},
-	{"Checksum", 60, 4, "Checksum", true, "with CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
+	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
+	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; otherwise 0"},
+	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in; otherwise 0"},
+	{"Checksum", 60, 4, "Checksum", true, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
 }
 
 // Compile-time checks that Header plugs into every gopacket role.
