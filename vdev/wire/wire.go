@@ -14,8 +14,12 @@
 // gopacket.DecodingLayerParser as with any built-in protocol. [AppendFrame]
 // and [Parser] are the allocation-free fast path the device runs on every
 // packet; tests pin them to produce and accept exactly what the gopacket
-// path does. docs/wire.md describes the layout for humans.
+// path does. The tables [Fields], [TypeDocs], [FlagDocs] and [NackDocs]
+// describe the format for humans; go generate renders them into
+// docs/wire.md and the Wireshark dissector tools/wireshark/dimmnet.lua.
 package wire
+
+//go:generate go run ./genwire -md ../../docs/wire.md -lua ../../tools/wireshark/dimmnet.lua
 
 import (
 	"encoding/binary"
@@ -51,7 +55,8 @@ const (
 // other versions because the field offsets may differ.
 const Version1 uint8 = 1
 
-// Byte offsets of header fields, for code that patches a header in place.
+// Byte offsets of header fields, for code that patches a header in place
+// (tests pin them to Fields).
 const (
 	offChecksum = 60
 	offTag      = 58
@@ -80,42 +85,52 @@ func init() {
 // and the payload are interpreted.
 type Type uint8
 
-// Packet types. Zero is deliberately unused so that an all-zero header
-// never looks valid.
+// Packet types; [TypeDocs] says what each one asks of its receiver. Zero
+// is deliberately unused so that an all-zero header never looks valid.
 const (
-	// TypePush writes the payload into the receiver's link memory at Addr.
-	TypePush Type = 1
-	// TypeIPush delivers the payload to process DstProc, or with
-	// FlagDirectAMT to the AMT entry DstProc names.
-	TypeIPush Type = 2
-	// TypePullReq asks the receiver for data at its address Addr, to be
-	// returned to the requester's local address Imm.
-	TypePullReq Type = 3
-	// TypePullResp carries data answering a TypePullReq, destined for
-	// Addr.
+	TypePush     Type = 1
+	TypeIPush    Type = 2
+	TypePullReq  Type = 3
 	TypePullResp Type = 4
-	// TypeAck acknowledges sequenced packets up to Ack.
-	TypeAck Type = 5
-	// TypeNack reports a failure; Code says why.
-	TypeNack Type = 6
-	// TypePage is an LMMC remote paging request: page port Imm into the
-	// receiver's link page frame Addr. Sequenced with the data it orders.
+	TypeAck      Type = 5
+	TypeNack     Type = 6
+	// TypePage is sequenced like the data it orders: a PUSH sent after it
+	// must not land before the receiver has paged the port in.
 	TypePage Type = 7
 )
 
-var typeNames = [...]string{
-	TypePush:     "PUSH",
-	TypeIPush:    "IPUSH",
-	TypePullReq:  "PULLREQ",
-	TypePullResp: "PULLRESP",
-	TypeAck:      "ACK",
-	TypeNack:     "NACK",
-	TypePage:     "PAGE",
+// TypeDoc names and explains one packet type.
+type TypeDoc struct {
+	Type Type
+	Name string // as Type.String, docs/wire.md and the dissector print it
+	Doc  string // what the packet asks of its receiver, and how it uses the fields
 }
+
+// TypeDocs is the one list of packet types, in numeric order. Type.Valid
+// and Type.String read it, and go generate renders it into docs/wire.md
+// and the Wireshark dissector, so a type added here is known everywhere
+// and a type missing here is rejected everywhere.
+var TypeDocs = []TypeDoc{
+	{TypePush, "PUSH", "write the payload into the receiver's link memory at Addr (with flag Tagged: only into link page frames of LMMC port Tag)"},
+	{TypeIPush, "IPUSH", "deliver the payload to process DstProc (with flag DirectAMT: to AMT entry DstProc)"},
+	{TypePullReq, "PULLREQ", "ask for MsgLen bytes at the receiver's address Addr, to be returned to the requester's address Imm"},
+	{TypePullResp, "PULLRESP", "data answering a PULLREQ, to be placed at the requester's address Addr"},
+	{TypeAck, "ACK", "acknowledge: Ack (with flag AckValid) is cumulative; with flag Hold the receiver holds packet Seq; with flag Sack, Imm lists packets placed beyond Ack+1"},
+	{TypeNack, "NACK", "report that packet Seq was not placed; Code says why (see NACK codes)"},
+	{TypePage, "PAGE", "LMMC remote paging request: page LMMC port Imm into the receiver's link page frame Addr"},
+}
+
+// typeNames is TypeDocs indexed by type, so Valid and String cost one load.
+var typeNames = func() (n [256]string) {
+	for _, d := range TypeDocs {
+		n[d.Type] = d.Name
+	}
+	return n
+}()
 
 // Valid reports whether t is a defined type, so receivers can drop
 // packets from incompatible peers before acting on them.
-func (t Type) Valid() bool { return t >= TypePush && t <= TypePage }
+func (t Type) Valid() bool { return typeNames[t] != "" }
 
 // String names the type the way the protocol documentation does, for logs
 // and packet dumps.
@@ -130,90 +145,80 @@ func (t Type) String() string {
 // so that newer peers can add flags without breaking older ones.
 type Flags uint16
 
-// Flag bits.
+// Flag bits; [FlagDocs] says what each one means. The comments here say
+// why a flag exists.
 const (
-	// FlagPktStatus requests a per-packet receive status, for senders
-	// that need to know about each packet rather than only the message.
+	// FlagPktStatus serves senders that need to know about each packet
+	// rather than only the message.
 	FlagPktStatus Flags = 1 << 0
-	// FlagLast marks the last packet of a message, so the receiver knows
-	// when the message is complete without counting bytes.
+	// FlagLast lets the receiver know a message is complete without
+	// counting bytes.
 	FlagLast Flags = 1 << 1
-	// FlagFirst marks the first packet of a message.
+	// FlagFirst marks where a message starts.
 	FlagFirst Flags = 1 << 2
-	// FlagDirectAMT says DstProc is an AMT entry index: the IPUSH variant
-	// that bypasses the AMT Address Table lookup.
+	// FlagDirectAMT is the IPUSH variant that bypasses the AMT Address
+	// Table lookup.
 	FlagDirectAMT Flags = 1 << 3
-	// FlagCRC says the Checksum field is valid and must be verified;
-	// links that already guarantee integrity can skip the cost.
+	// FlagCRC is optional so that links that already guarantee integrity
+	// can skip the cost.
 	FlagCRC Flags = 1 << 4
-	// FlagHold marks an ACK sent while the receiver holds, so the sender
-	// can tell that state apart from a plain ACK.
+	// FlagHold lets the sender tell a holding receiver from a plain ACK,
+	// so it keeps its packet and does not count the peer unreachable.
 	FlagHold Flags = 1 << 5
-	// FlagAckValid says the Ack field carries a cumulative ack, which
-	// lets any packet piggyback an acknowledgement.
+	// FlagAckValid lets any packet piggyback an acknowledgement.
 	FlagAckValid Flags = 1 << 6
-	// FlagSignal says the sender wants a completion for this message.
+	// FlagSignal asks for a completion, which not every message needs.
 	FlagSignal Flags = 1 << 7
-	// FlagSeq says Seq is a sequence number to check (every data frame);
-	// without it (ACK, NACK) Seq is only a reference. A flag rather than a
-	// reserved value, so every 32-bit number is a usable sequence number and
-	// the count may wrap.
+	// FlagSeq is a flag rather than a reserved Seq value, so every 32-bit
+	// number is a usable sequence number and the count may wrap.
 	FlagSeq Flags = 1 << 8
-	// FlagTagged says Tag names the LMMC port whose link page frames the
-	// PUSH must land in; the receiver refuses it elsewhere.
+	// FlagTagged lets LMMC check that a PUSH lands only in link page
+	// frames of the port it was written for.
 	FlagTagged Flags = 1 << 9
-	// FlagUnordered says the receiver may place this packet before the
-	// packets ahead of it in sequence have arrived (selective repeat, as
-	// IRN does for RDMA writes). The sender sets it only on a PUSH or
-	// PULLRESP packet that is not its message's last, asks for no
-	// per-packet status, and whose range no earlier operation still in
-	// flight to that peer touches: then arrival order cannot change what
-	// memory holds once the messages complete.
+	// FlagUnordered enables selective repeat, as IRN does for RDMA
+	// writes: the sender sets it only on a PUSH or PULLRESP packet that is
+	// not its message's last, asks for no per-packet status, and whose
+	// range no earlier operation still in flight to that peer touches;
+	// then arrival order cannot change what memory holds once the
+	// messages complete.
 	FlagUnordered Flags = 1 << 10
-	// FlagSack says Imm is a selective-acknowledgement bitmap: bit i set
-	// means sequence number Ack+2+i was received and placed (Ack+1, the
-	// next one expected, is missing). Carried by ACKs and NACKs while the
+	// FlagSack tells the sender which packets need no resend while the
 	// receiver holds packets placed out of order.
 	FlagSack Flags = 1 << 11
 )
 
-// flagNames are the names of the flag bits, bit 0 first.
-var flagNames = [...]string{
-	"PktStatus", "Last", "First", "DirectAMT", "CRC", "Hold", "AckValid", "Signal", "Seq", "Tagged", "Unordered", "Sack",
+// FlagDoc names and explains one flag bit.
+type FlagDoc struct {
+	Flag Flags  // exactly one bit
+	Name string // as Flags.String, docs/wire.md and the dissector print it
+	Doc  string // what the bit says about the packet
 }
 
-// NACK codes (the Code field of a TypeNack). Codes 1..NackRefusalMax are
-// refusals: the receiver consumed Seq and will never place it, and the code
-// is the device error (uapi.Errno) the sender's command fails with.
-const (
-	// NackRetry says the receiver could not place Seq now (an IPUSH ring
-	// or the status ring was full, in NACK mode): send it again after a
-	// backoff. With FlagHold it says the receiver's hold has ended: send
-	// everything from Seq now.
-	NackRetry uint16 = 0
-	// NackRefusalMax is the highest refusal code.
-	NackRefusalMax uint16 = 0xFF
-	// NackSeqErr says the receiver saw a gap, as RoCE's PSN sequence
-	// error NAK does: Seq is the next sequence number it expects, Addr
-	// the highest one it has received, and with FlagSack Imm tells which
-	// in between it placed. The sender resends the missing ones at once,
-	// without waiting for its retransmission timer.
-	NackSeqErr uint16 = 0x100
-)
+// FlagDocs is the one list of flag bits, lowest bit first. Flags.String
+// reads it, and go generate renders it into docs/wire.md and the
+// Wireshark dissector, so a flag added here is named everywhere.
+var FlagDocs = []FlagDoc{
+	{FlagPktStatus, "PktStatus", "per-packet receive status requested"},
+	{FlagLast, "Last", "last packet of the message"},
+	{FlagFirst, "First", "first packet of the message"},
+	{FlagDirectAMT, "DirectAMT", "DstProc is an AMT entry index (the IPUSH variant without the AMT Address Table)"},
+	{FlagCRC, "CRC", "Checksum is valid and must be verified"},
+	{FlagHold, "Hold", "ACK: the receiver holds packet Seq (it is not lost); NACK RETRY: the hold has ended, send everything from Seq now"},
+	{FlagAckValid, "AckValid", "Ack carries a cumulative ack (any packet can piggyback one)"},
+	{FlagSignal, "Signal", "the sender wants a completion for this message"},
+	{FlagSeq, "Seq", "Seq is a sequence number to check (every data packet); without it (ACK, NACK) Seq is only a reference"},
+	{FlagTagged, "Tagged", "PUSH: Tag names the LMMC port whose link page frames the data must land in; the receiver refuses it elsewhere (BAD_TAG)"},
+	{FlagUnordered, "Unordered", "the receiver may place this packet before the packets ahead of it in sequence have arrived (selective repeat)"},
+	{FlagSack, "Sack", "ACK, NACK: Imm is a selective-ack bitmap: bit i set means sequence number Ack+2+i was received and placed (Ack+1 is missing)"},
+}
 
-// NackCodeName names a NACK code for dumps and the dissector: "RETRY",
-// "SEQ_ERR", or "REFUSED(n)" for a refusal.
-func NackCodeName(c uint16) string {
-	switch {
-	case c == NackRetry:
-		return "RETRY"
-	case c == NackSeqErr:
-		return "SEQ_ERR"
-	case c <= NackRefusalMax:
-		return fmt.Sprintf("REFUSED(%d)", c)
+// knownFlags is the union of FlagDocs, for Flags.String.
+var knownFlags = func() (all Flags) {
+	for _, d := range FlagDocs {
+		all |= d.Flag
 	}
-	return fmt.Sprintf("NACK(%#x)", c)
-}
+	return all
+}()
 
 // String lists the set flags separated by "|" (unknown bits as hex), so a
 // packet dump shows intent rather than a number.
@@ -222,21 +227,70 @@ func (f Flags) String() string {
 		return "0"
 	}
 	var b strings.Builder
-	for i, name := range flagNames {
-		if f&(1<<i) != 0 {
+	for _, d := range FlagDocs {
+		if f&d.Flag != 0 {
 			if b.Len() > 0 {
 				b.WriteByte('|')
 			}
-			b.WriteString(name)
+			b.WriteString(d.Name)
 		}
 	}
-	if rest := f &^ (1<<len(flagNames) - 1); rest != 0 {
+	if rest := f &^ knownFlags; rest != 0 {
 		if b.Len() > 0 {
 			b.WriteByte('|')
 		}
 		fmt.Fprintf(&b, "0x%x", uint16(rest))
 	}
 	return b.String()
+}
+
+// NACK codes (the Code field of a TypeNack); [NackDocs] says what the
+// named ones mean. Codes 1..NackRefusalMax are refusals
+// ([NackRefusalDoc]): the code is the device error (uapi.Errno) the
+// sender's command fails with, which is why the range is left to uapi
+// and not named here.
+const (
+	// NackRetry is zero, so a NACK that names no reason asks for a retry,
+	// the harmless answer.
+	NackRetry uint16 = 0
+	// NackRefusalMax is the highest refusal code.
+	NackRefusalMax uint16 = 0xFF
+	// NackSeqErr answers a gap at once, as RoCE's PSN sequence error NAK
+	// does, so the sender need not wait for its retransmission timer.
+	NackSeqErr uint16 = 0x100
+)
+
+// NackDoc names and explains one NACK code.
+type NackDoc struct {
+	Code uint16
+	Name string // as NackCodeName, docs/wire.md and the dissector print it
+	Doc  string // what the receiver reports and what the sender does
+}
+
+// NackDocs is the one list of the NACK codes that are not refusals.
+// NackCodeName reads it, and go generate renders it (with the refusal
+// codes, named after uapi's errors) into docs/wire.md and the Wireshark
+// dissector.
+var NackDocs = []NackDoc{
+	{NackRetry, "RETRY", "the receiver could not place Seq now (an IPUSH ring or the status ring was full, in NACK mode): send it again after a backoff; with flag Hold: the receiver's hold has ended, send everything from Seq now"},
+	{NackSeqErr, "SEQ_ERR", "the receiver saw a gap: Seq is the next sequence number it expects, Addr the highest one it has received, and with flag Sack Imm tells which in between it placed; the sender resends the missing ones at once"},
+}
+
+// NackRefusalDoc explains NACK codes 1..NackRefusalMax.
+const NackRefusalDoc = "the receiver consumed Seq and will never place it; the code is the device error (uapi.Errno) the sender's command fails with"
+
+// NackCodeName names a NACK code for dumps: its NackDocs name,
+// "REFUSED(n)" for a refusal (package uapi names those), or "NACK(0x...)".
+func NackCodeName(c uint16) string {
+	for _, d := range NackDocs {
+		if d.Code == c {
+			return d.Name
+		}
+	}
+	if c >= 1 && c <= NackRefusalMax {
+		return fmt.Sprintf("REFUSED(%d)", c)
+	}
+	return fmt.Sprintf("NACK(%#x)", c)
 }
 
 // Errors returned by [Parser.Parse] and [Header.DecodeFromBytes]. They are
@@ -262,48 +316,62 @@ var (
 
 // Header is the 64-byte dimmnet header. As a gopacket layer its Contents
 // are the 64 header bytes and its Payload is exactly PayloadLen bytes
-// (Ethernet padding and trailers are dropped).
+// (Ethernet padding and trailers are dropped). [Fields] says where each
+// field lies on the wire and what it means; it is the one description,
+// so the fields are not explained again here.
 type Header struct {
 	layers.BaseLayer
-	// Version must be Version1.
-	Version uint8
-	// Type selects the operation.
-	Type Type
-	// Flags qualifies the packet.
-	Flags Flags
-	// SrcNode and DstNode are node numbers; see NodeMAC.
+	Version          uint8
+	Type             Type
+	Flags            Flags
 	SrcNode, DstNode uint16
-	// SrcProc is the sender's global process id. DstProc is the target's
-	// global process id, or an AMT entry index with FlagDirectAMT.
 	SrcProc, DstProc uint32
-	// Seq is the per-peer sequence number of a data packet (FlagSeq);
-	// on an ACK or NACK it is a reference (the refused or expected
-	// packet), never acknowledged itself.
-	Seq uint32
-	// Ack is a cumulative ack (valid with FlagAckValid): every sequence
-	// number <= Ack was received in order.
-	Ack uint32
-	// MsgID names the message this packet belongs to.
-	MsgID uint32
-	// Offset is the byte offset of this packet's payload in its message.
-	Offset uint32
-	// MsgLen is the total message length.
-	MsgLen uint32
-	// PayloadLen is the number of payload bytes after the header.
-	PayloadLen uint32
-	// Addr is the target link-memory address of this packet's first
-	// byte (PUSH, PULLRESP) or the remote source address (PULLREQ).
-	Addr uint64
-	// Imm is a free operand; for PULLREQ it is the requester's local
-	// target address.
-	Imm uint64
-	// Code is the NACK reason or error code.
-	Code uint16
-	// Tag is the LMMC port a tagged PUSH must land in (FlagTagged).
-	Tag uint16
-	// Checksum is the CRC32C of the header (this field as zero) and the
-	// payload; meaningful only with FlagCRC.
-	Checksum uint32
+	Seq              uint32
+	Ack              uint32
+	MsgID            uint32
+	Offset           uint32
+	MsgLen           uint32
+	PayloadLen       uint32
+	Addr             uint64
+	Imm              uint64
+	Code             uint16
+	Tag              uint16
+	Checksum         uint32
+}
+
+// Field places and explains one Header field on the wire.
+type Field struct {
+	Name  string // the Header field, as Go spells it
+	Off   int    // byte offset from the start of the header
+	Size  int    // bytes, little-endian
+	Title string // short label, as the dissector shows it
+	Hex   bool   // best read in hex: flag bits, an address, a bitmap or a checksum
+	Doc   string // what the field means, by type and flag where that matters
+}
+
+// Fields is the one list of header fields, in wire order, covering all
+// HeaderLen bytes. Tests pin it to Put and DecodeFromBytes, and go
+// generate renders it into docs/wire.md and the Wireshark dissector, so
+// the layout a human or Wireshark reads is the layout the code writes.
+var Fields = []Field{
+	{"Version", 0, 1, "Version", false, "must be 1 (Version1); other versions are rejected, since their field offsets may differ"},
+	{"Type", 1, 1, "Type", false, "packet type (see Packet types); others are rejected"},
+	{"Flags", 2, 2, "Flags", true, "flag bits (see Flags); undefined bits are sent as 0 and carried through unchanged"},
+	{"SrcNode", 4, 2, "Source node", false, "sending node number"},
+	{"DstNode", 6, 2, "Destination node", false, "target node number"},
+	{"SrcProc", 8, 4, "Source process", false, "global process id of the sender"},
+	{"DstProc", 12, 4, "Destination process", false, "global process id of the target; with flag DirectAMT an AMT entry index"},
+	{"Seq", 16, 4, "Sequence number", false, "with flag Seq: the packet's per-peer sequence number, 1 for the first packet of a sending session, wrapping from 2^32-1 to 0; without it (ACK, NACK): a reference to the held, refused or expected packet, never acknowledged itself"},
+	{"Ack", 20, 4, "Cumulative ack", false, "with flag AckValid: every sequence number up to Ack was received in order (compared modulo 2^32: the 2^31 numbers before Ack)"},
+	{"MsgID", 24, 4, "Message id", false, "identifies the packet's message among the sender's"},
+	{"Offset", 28, 4, "Offset in message", false, "byte offset of this packet's payload within its message"},
+	{"MsgLen", 32, 4, "Message length", false, "total message length in bytes (PULLREQ: the bytes asked for)"},
+	{"PayloadLen", 36, 4, "Payload length", false, "payload bytes after the header; a frame holding fewer is rejected"},
+	{"Addr", 40, 8, "Address", true, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"},
+	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
+	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; otherwise 0"},
+	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in; otherwise 0"},
+	{"Checksum", 60, 4, "Checksum", true, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
 }
 
 // Compile-time checks that Header plugs into every gopacket role.
@@ -424,8 +492,8 @@ func (h *Header) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.Serialize
 }
 
 // Put writes exactly the 64 header bytes of h into b[:64], taking every
-// field as is (PayloadLen and Checksum included) and zeroing the reserved
-// bytes, because PrependBytes and reused buffers hand out stale memory.
+// field as is (PayloadLen and Checksum included); the fields cover every
+// byte, so no stale memory from PrependBytes or a reused buffer survives.
 // It panics if len(b) < HeaderLen.
 func (h *Header) Put(b []byte) {
 	_ = b[HeaderLen-1] // one bounds check
@@ -452,8 +520,8 @@ func (h *Header) Put(b []byte) {
 // VerifyChecksum reports whether a decoded header's checksum matches,
 // for capture tools (Parser checks on its own). It is true when FlagCRC
 // is clear, since then there is nothing to verify. It uses the raw header
-// bytes in Contents when present, because the sender's reserved bytes
-// are covered too; otherwise it re-encodes h.
+// bytes in Contents when present, because the checksum covers the bytes
+// as they were sent; otherwise it re-encodes h.
 func (h *Header) VerifyChecksum() bool {
 	if h.Flags&FlagCRC == 0 {
 		return true

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -215,39 +212,3 @@ func TestCaptureWriteErrorReported(t *testing.T) {
 		t.Fatal("write error not reported")
 	}
 }
-
-// writePcapFile is shared with the tshark test.
-func writePcapFile(t *testing.T, frames [][]byte) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "dimmnet.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, finish, err := Wrap(sink{}, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fr := range frames {
-		if err := ca.Send(append(ca.Buffer(), fr...)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := finish(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// sink is a port that takes any frame (whatever its destination) and
-// receives none.
-type sink struct{}
-
-func (sink) MTU() int              { return 1514 }
-func (sink) MAC() net.HardwareAddr { return wire.NodeMAC(1) }
-func (sink) Buffer() []byte        { return make([]byte, 0, 1514) }
-func (sink) Send([]byte) error     { return nil }
-func (sink) Recv() []byte          { return nil }
-func (sink) Release([]byte)        {}
-func (sink) SetNotify(func())      {}
-func (sink) Close() error          { return nil }
