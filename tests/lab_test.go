@@ -49,10 +49,10 @@ func TestLabPingPong(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 	}
-	// Every hostcopy message was checked byte for byte by its receiver:
-	// per guest, sizes x (PUSH, IPUSH) x (warm-up max(iters/10, 2) + iters).
+	// Every message was checked byte for byte by its receiver: per guest,
+	// sizes x (PUSH, IPUSH) x (linkmem, hostcopy) x (warm-up max(iters/10, 2) + iters).
 	m := regexp.MustCompile(`verified byte for byte: (\d+) by guest 0, (\d+) by guest 1`).FindStringSubmatch(stderr.String())
-	want := strconv.Itoa(sizes * 2 * (max(iters/10, 2) + iters))
+	want := strconv.Itoa(sizes * 4 * (max(iters/10, 2) + iters))
 	if m == nil || m[1] != want || m[2] != want {
 		t.Fatalf("verified counts %v, want %s each\n%s", m, want, stderr.String())
 	}

@@ -121,7 +121,7 @@ func traced(a, b *Side, mode string, warm, iters int) ([]sample, float64, error)
 			s := &ss[i]
 			s.detect, s.read, s.copied = st.Detect, st.Read, st.Copied
 			s.rx, s.placed, s.status = b.D.TraceStamp(uapi.TraceRx), b.D.TraceStamp(uapi.TracePlaced), b.D.TraceStamp(uapi.TraceStatus)
-			if err := b.send(mode, size); err != nil {
+			if err := b.send(mode, size, 0); err != nil {
 				errc <- err
 				return
 			}
@@ -135,7 +135,7 @@ func traced(a, b *Side, mode string, warm, iters int) ([]sample, float64, error)
 		}
 		s := &ss[i]
 		s.t0 = monotime.Now()
-		if err := a.send(mode, size); err != nil {
+		if err := a.send(mode, size, 0); err != nil {
 			return nil, 0, err
 		}
 		s.t1 = monotime.Now()

@@ -38,6 +38,12 @@ func udpPair(tb testing.TB, payload, maxSize int) (*Side, *Side) {
 }
 
 func portPair(tb testing.TB, maxSize int, open func(d *vdev.Device) (link.Port, error)) (*Side, *Side) {
+	return portPairVerify(tb, maxSize, false, open)
+}
+
+// portPairVerify is portPair with both sides' Verify set as asked.
+func portPairVerify(tb testing.TB, maxSize int, verify bool, open func(d *vdev.Device) (link.Port, error)) (*Side, *Side) {
+	tb.Helper()
 	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, open)
 	if err != nil {
 		tb.Fatal(err)
@@ -49,7 +55,7 @@ func portPair(tb testing.TB, maxSize int, open func(d *vdev.Device) (link.Port, 
 		if err != nil {
 			tb.Fatal(err)
 		}
-		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node()}
+		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node(), Verify: verify}
 	}
 	if err := Setup(s[0], s[1], maxSize); err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -43,6 +44,11 @@ type Result struct {
 	Iters        int     `json:"iters"`
 	Path         string  `json:"path,omitempty"`
 	Link         string  `json:"link,omitempty"` // mem, udp, afpacket, tap
+	// Verified counts the messages of this measurement (warm-up included)
+	// whose payload was copied out and compared byte for byte with what
+	// the sender wrote (Side.Verify): the initiator's, and the responder's
+	// when it is in this process. 0 when verification was off.
+	Verified int `json:"verified"`
 	Recovery
 }
 
@@ -111,16 +117,24 @@ func Iters(size int) (warm, iters int) {
 	return max(iters/10, 10), iters
 }
 
-// Layout of each side's link memory for the run.
+// Layout of each side's link memory for the run. src2 is the second
+// source buffer a verified run alternates with src (see Side.Verify); it
+// lies after the ring, so dst and the ring are where an unverified peer
+// expects them.
 type layout struct {
-	src, dst, ring, ringSize uint64
+	src, dst, ring, ringSize, src2 uint64
 }
 
-func plan(maxSize int, lm uint64) (layout, error) {
+func plan(maxSize int, lm uint64, verify bool) (layout, error) {
 	m := (uint64(maxSize) + 4095) &^ 4095
 	l := layout{src: 0, dst: m, ring: 2 * m, ringSize: max(4*m, 1<<20)}
-	if l.ring+l.ringSize > lm {
-		return l, fmt.Errorf("pingpong of %d bytes needs %d bytes of link memory, device has %d", maxSize, l.ring+l.ringSize, lm)
+	l.src2 = l.ring + l.ringSize
+	need := l.src2
+	if verify {
+		need += m
+	}
+	if need > lm {
+		return l, fmt.Errorf("pingpong of %d bytes (verify %v) needs %d bytes of link memory, device has %d", maxSize, verify, need, lm)
 	}
 	return l, nil
 }
@@ -134,14 +148,40 @@ type Side struct {
 	buf  []byte
 	// bytes received since the ring was last freed (linkmem condition)
 	unreleased uint64
-	// Verify checks every payload copied out (hostcopy) against the peer's
-	// source pattern; Verified counts the messages that matched.
+	// Verify makes every message carry bytes of its own and its receiver
+	// check them, so that a lost, stale, misplaced or damaged payload fails
+	// the run instead of passing as a fast one: the sender writes a pattern
+	// chosen by its node, the mode, condition, size and iteration (see
+	// pattern.go), and the receiver, once the status reports the message
+	// complete, copies the payload out (in every condition) and compares
+	// it byte for byte. Set it on both sides before SetupSide. Verified
+	// counts the messages that matched, over the Side's life.
 	Verify   bool
 	Verified int
+	pat      []byte // the pattern messages are cut from (Verify)
+	// tamper, when set (tests only), runs after the pattern of message
+	// iter was written to src and may change it: the sender bug that
+	// verification must catch.
+	tamper func(mode string, iter int, src []byte)
+	// stopped holds why the other side failed (Stop): waits give up.
+	stopped atomic.Pointer[error]
 }
 
-// ErrCorrupt reports a payload that arrived different from what was sent.
+// ErrCorrupt reports a payload that arrived different from what was sent;
+// the error is a *MismatchError that says where.
 var ErrCorrupt = errors.New("pingpong: payload differs from what the peer sent")
+
+// ErrPeerFailed reports that a side gave up waiting because the other side
+// of the measurement failed (Side.Stop); the error also wraps that cause.
+var ErrPeerFailed = errors.New("pingpong: the other side failed")
+
+// Stop makes every wait of s, now and later, fail with ErrPeerFailed and
+// cause: the other side failed and will never send what s waits for, so s
+// returns at once instead of after the 10-second wait. A stopped Side
+// stays stopped. Safe to call from any goroutine.
+func (s *Side) Stop(cause error) {
+	s.stopped.CompareAndSwap(nil, &cause)
+}
 
 // Setup prepares both sides for messages up to maxSize (see SetupSide).
 func Setup(a, b *Side, maxSize int) error {
@@ -155,9 +195,9 @@ func Setup(a, b *Side, maxSize int) error {
 // a PUSH target, and IPUSH ring 0 fed by the peer's process 0. Each
 // process of a two-process run sets up its own side.
 func SetupSide(s *Side, maxSize int) error {
-	l, err := plan(maxSize, s.D.Geometry().LinkMemSize)
+	l, err := plan(maxSize, s.D.Geometry().LinkMemSize, s.Verify)
 	if err != nil {
-		return err
+		return fmt.Errorf("node %d: %w", s.D.Node(), err)
 	}
 	s.l = l
 	s.D.DiscardStatuses() // a previous user's leftovers are not ours
@@ -168,6 +208,10 @@ func SetupSide(s *Side, maxSize int) error {
 		return err
 	}
 	s.buf = make([]byte, maxSize)
+	if s.Verify {
+		s.pat = newPattern(maxSize) // each message's bytes are written before it is sent
+		return nil
+	}
 	src := s.D.LinkMem()[l.src : l.src+uint64(maxSize)]
 	for i := range src {
 		src[i] = byte(i) ^ byte(s.D.Node())
@@ -175,14 +219,50 @@ func SetupSide(s *Side, maxSize int) error {
 	return nil
 }
 
-// send posts one message of n bytes to the peer.
-func (s *Side) send(mode string, n int) error {
+// srcOf is where message iter is sent from: always src, or with Verify
+// src and src2 in turn, so the next message's pattern can be written
+// while the device may still be reading this one.
+func (s *Side) srcOf(iter int) uint64 {
+	if s.Verify && iter%2 == 1 {
+		return s.l.src2
+	}
+	return s.l.src
+}
+
+// fill writes the pattern of this side's message iter, n bytes, into its
+// source buffer. The buffer's previous message (iter-2) must have been
+// received whole by the peer.
+func (s *Side) fill(mode, cond string, n, iter int) {
+	at := s.srcOf(iter)
+	src := s.D.LinkMem()[at : at+uint64(n)]
+	o := patternStart(s.D.Node(), mode, cond, n, iter)
+	copy(src, s.pat[o:o+n])
+	if s.tamper != nil {
+		s.tamper(mode, iter, src)
+	}
+}
+
+// check compares the payload recv copied out with the peer's message
+// iter and counts it verified.
+func (s *Side) check(mode, cond string, n, iter int) error {
+	o := patternStart(s.Peer, mode, cond, n, iter)
+	if err := compare(s.buf[:n], s.pat[o:o+n]); err != nil {
+		err.Mode, err.Condition, err.Size, err.Iter, err.From, err.To = mode, cond, n, iter, s.Peer, s.D.Node()
+		return err
+	}
+	s.Verified++
+	return nil
+}
+
+// send posts message iter, n bytes, to the peer.
+func (s *Side) send(mode string, n, iter int) error {
+	src := s.srcOf(iter)
 	for {
 		var err error
 		if mode == ModePush {
-			_, err = s.D.Push(s.Peer, s.l.src, s.l.dst, uint32(n), 0, 0)
+			_, err = s.D.Push(s.Peer, src, s.l.dst, uint32(n), 0, 0)
 		} else {
-			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), s.l.src, uint32(n), 0, 0, 0)
+			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), src, uint32(n), 0, 0, 0)
 		}
 		if !errors.Is(err, driver.ErrQueueFull) {
 			return err
@@ -196,26 +276,38 @@ type Stamps struct {
 	Detect, Read, Copied int64
 }
 
-// recv waits for one message and consumes it as the condition says.
+// wait waits for the status tail to move, giving up after waitNs or when
+// the other side failed (Stop).
+func (s *Side) wait(mode string, n int) error {
+	deadline := monotime.Now() + waitNs
+	for {
+		_, err := s.D.WaitTail(waitSliceNs)
+		if err == nil {
+			return nil
+		}
+		if cause := s.stopped.Load(); cause != nil {
+			return fmt.Errorf("node %d waiting for a %d-byte %s: %w: %w", s.D.Node(), n, mode, ErrPeerFailed, *cause)
+		}
+		if !errors.Is(err, driver.ErrTimeout) || monotime.Now() >= deadline {
+			return fmt.Errorf("node %d waiting for a %d-byte %s: %w", s.D.Node(), n, mode, err)
+		}
+	}
+}
+
+// recv waits for one message and consumes it as the condition says; with
+// Verify it also reads the status and copies the payload into s.buf in
+// the linkmem condition, for check.
 func (s *Side) recv(mode, cond string, n int, st *Stamps) error {
-	if _, err := s.D.WaitTail(waitNs); err != nil {
-		return fmt.Errorf("node %d waiting for a %d-byte %s: %w", s.D.Node(), n, mode, err)
+	if err := s.wait(mode, n); err != nil {
+		return err
 	}
 	if st != nil {
 		st.Detect = monotime.Now()
 	}
-	if cond == CondLinkMem {
+	if cond == CondLinkMem && !s.Verify {
 		s.D.Skip(1)
 		if mode == ModeIPush {
-			// Free the ring without reading the status: up to the AMT tail,
-			// once a quarter of it is used (loading the tail is a cache-line
-			// transfer from the device; the paper's condition (2) pays it
-			// for a pointer it reads for free on the card).
-			s.unreleased += (uint64(n) + 7) &^ 7
-			if s.unreleased >= s.l.ringSize/4 {
-				s.ring.ReleaseTo(s.ring.Tail())
-				s.unreleased = 0
-			}
+			s.releaseLinkMem(n)
 		}
 		return nil
 	}
@@ -233,78 +325,143 @@ func (s *Side) recv(mode, cond string, n int, st *Stamps) error {
 	if status.Type != want || status.Length != uint32(n) {
 		return fmt.Errorf("node %d: expected a %d-byte %s status, got %v", s.D.Node(), n, want, status)
 	}
-	s.D.CopyOut(s.buf[:n], status.Addr)
-	if s.Verify {
-		for i, c := range s.buf[:n] {
-			if c != byte(i)^byte(s.Peer) { // SetupSide's pattern on the peer
-				return fmt.Errorf("node %d: byte %d of a %d-byte %s from node %d: %w", s.D.Node(), i, n, mode, s.Peer, ErrCorrupt)
-			}
-		}
-		s.Verified++
+	if mode == ModeIPush {
+		s.ring.Copy(s.buf[:n], &status) // follows a message that wrapped the ring's end
+	} else {
+		s.D.CopyOut(s.buf[:n], status.Addr)
 	}
 	if st != nil {
 		st.Copied = monotime.Now()
 	}
 	if mode == ModeIPush {
-		s.ring.Release(status.End)
+		if cond == CondLinkMem {
+			s.releaseLinkMem(n)
+		} else {
+			s.ring.Release(status.End)
+		}
 	}
 	return nil
 }
 
-const waitNs = 10_000_000_000
+// releaseLinkMem frees the ring the linkmem way, without the status: up to
+// the AMT tail, once a quarter of it is used (loading the tail is a
+// cache-line transfer from the device; the paper's condition (2) pays it
+// for a pointer it reads for free on the card).
+func (s *Side) releaseLinkMem(n int) {
+	s.unreleased += (uint64(n) + 7) &^ 7
+	if s.unreleased >= s.l.ringSize/4 {
+		s.ring.ReleaseTo(s.ring.Tail())
+		s.unreleased = 0
+	}
+}
+
+const (
+	waitNs = 10_000_000_000
+	// waitSliceNs is how often a long wait looks whether the other side
+	// failed (Stop).
+	waitSliceNs = 100_000_000
+)
 
 // Run measures one (mode, condition, size) with a as the initiator and b
-// as the responder (b runs on its own goroutine, as a separate process would).
+// as the responder (b runs on its own goroutine, as a separate process
+// would). When one side fails the other is stopped, and the error returned
+// is the one that started it.
 func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
 	before := snapRecovery(b.D)
+	verified := b.Verified
 	errc := make(chan error, 1)
-	go func() { errc <- Respond(b, mode, cond, size, warm+iters) }()
+	go func() {
+		err := Respond(b, mode, cond, size, warm+iters)
+		if err != nil {
+			a.Stop(err)
+		}
+		errc <- err
+	}()
 	r, err := Initiate(a, mode, cond, size, warm, iters)
-	if err2 := <-errc; err == nil {
-		err = err2
+	if err != nil {
+		b.Stop(err)
+	}
+	if rerr := <-errc; err == nil || rerr != nil && errors.Is(err, ErrPeerFailed) && !errors.Is(rerr, ErrPeerFailed) {
+		err = rerr
 	}
 	r.Recovery.add(recoverySince(before, b.D))
+	r.Verified += b.Verified - verified
 	return r, err
 }
 
 // Respond is the responder's half: total times, wait for a message and
-// answer it with one of the same size.
+// answer it with one of the same size. With Verify the message is copied
+// out before the reply (the next message overwrites it) but compared after
+// it, and the next reply's pattern is written then too, so the round trip
+// carries only the copy.
 func Respond(b *Side, mode, cond string, size, total int) error {
 	for i := 0; i < total; i++ {
 		if err := b.recv(mode, cond, size, nil); err != nil {
 			return err
 		}
-		if err := b.send(mode, size); err != nil {
+		if b.Verify && i == 0 {
+			// Only now is the initiator done with the previous
+			// measurement's replies, which may have used this buffer.
+			b.fill(mode, cond, size, 0)
+		}
+		if err := b.send(mode, size, i); err != nil {
 			return err
+		}
+		if b.Verify {
+			if err := b.check(mode, cond, size, i); err != nil {
+				return err
+			}
+			if i+1 < total {
+				b.fill(mode, cond, size, i+1) // reply i-1 has arrived: message i was sent after it
+			}
 		}
 	}
 	return nil
 }
 
 // Initiate is the initiator's half: warm round trips, then iters timed ones.
+// With Verify, writing each message's pattern and checking each reply
+// happen outside the timed round trips.
 func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error) {
 	total := warm + iters
 	before := snapRecovery(a.D)
-	var start int64
+	verified := a.Verified
+	var start, paused int64
 	rtts := make([]int64, iters)
 	for i := 0; i < total; i++ {
+		var p0 int64
+		if a.Verify {
+			p0 = monotime.Now()
+			a.fill(mode, cond, size, i)
+		}
 		t0 := monotime.Now()
 		if i == warm {
 			start = t0
+		} else if i > warm && a.Verify {
+			paused += t0 - p0
 		}
-		if err := a.send(mode, size); err != nil {
+		if err := a.send(mode, size, i); err != nil {
 			return Result{}, err
 		}
 		if err := a.recv(mode, cond, size, nil); err != nil {
 			return Result{}, err
 		}
+		t1 := monotime.Now()
 		if i >= warm {
-			rtts[i-warm] = monotime.Now() - t0
+			rtts[i-warm] = t1 - t0
+		}
+		if a.Verify {
+			if err := a.check(mode, cond, size, i); err != nil {
+				return Result{}, err
+			}
+			if i >= warm {
+				paused += monotime.Now() - t1
+			}
 		}
 	}
-	el := monotime.Now() - start
+	el := monotime.Now() - start - paused
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,
-		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Recovery: recoverySince(before, a.D)}, nil
+		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Recovery: recoverySince(before, a.D), Verified: a.Verified - verified}, nil
 }
