@@ -29,7 +29,7 @@ func pingpongCmd(args []string) error {
 	iters := fs.Int("iters", 0, "round trips per size (0: chosen per size)")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp; afpacket and tap use 9000/1500-byte frames)")
 	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge); afpacket and tap need root and make their own network namespace")
-	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1 (turns --verify on)")
+	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
@@ -104,9 +104,28 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
+	var lossless []pingpong.Result
+	if lo.fault != "" {
+		// What the faults cost needs the same sizes without them, on the
+		// same medium, in this run.
+		clean := lo
+		clean.fault, clean.pcap = "", ""
+		var err error
+		if lossless, err = runInProcess(clean, *maxSize, *verify, pl, func(s string) { progress("lossless baseline: " + s) }); err != nil {
+			return fmt.Errorf("lossless baseline: %w", err)
+		}
+	}
 	res, err := runInProcess(lo, *maxSize, *verify, pl, progress)
 	if err != nil {
 		return err
+	}
+	if lo.fault != "" {
+		for i := range res {
+			res[i].Fault = lo.fault
+		}
+		if err := pingpong.AddBaseline(res, lossless); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		progress("")
@@ -116,7 +135,14 @@ func pingpongCmd(args []string) error {
 	raw := pingpong.RawWordPingPong(20000)
 	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
 	progress("")
-	printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+	if lo.fault != "" {
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", no faults (the baseline)", lossless)
+		fmt.Println()
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
+		pingpong.PrintLossRatio(os.Stdout, res)
+	} else {
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+	}
 	printBaseline(os.Stdout, res, raw, cp)
 	var rec pingpong.Recovery
 	for _, r := range res {
@@ -129,7 +155,11 @@ func pingpongCmd(args []string) error {
 		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
 	}
 	if *verify {
-		fmt.Printf("payloads verified byte for byte: %d messages, both directions, warm-up included (timings include the check)\n", verifiedIn(res))
+		fmt.Printf("payloads verified byte for byte: %d messages, both directions, warm-up included (timings include the check)", verifiedIn(res))
+		if lo.fault != "" {
+			fmt.Printf("; %d more in the lossless baseline", verifiedIn(lossless))
+		}
+		fmt.Println()
 	}
 	return nil
 }
@@ -430,12 +460,4 @@ func printTable(w io.Writer, what string, res []pingpong.Result) {
 	fmt.Fprintln(w, "DIMMnet-2 hardware (paper): min RTT/2 1.74 (PUSH) / 1.78 (IPUSH) µs linkmem, 3.84 / 3.89 µs hostcopy; max 644 / 643 MB/s linkmem, 242 / 241 MB/s hostcopy")
 }
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func sizeName(n int) string { return pingpong.SizeName(n) }
