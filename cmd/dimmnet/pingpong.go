@@ -29,7 +29,8 @@ func pingpongCmd(args []string) error {
 	iters := fs.Int("iters", 0, "round trips per size (0: chosen per size)")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp; afpacket and tap use 9000/1500-byte frames)")
 	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge); afpacket and tap need root and make their own network namespace")
-	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1")
+	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
+	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve")
@@ -38,6 +39,14 @@ func pingpongCmd(args []string) error {
 	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	verifySet := false
+	fs.Visit(func(f *flag.Flag) { verifySet = verifySet || f.Name == "verify" })
+	if *breakdown && verifySet && *verify {
+		return fmt.Errorf("--verify does not apply to --breakdown (its traced stages time the plain hostcopy path)")
+	}
+	if !verifySet && *faultSpec != "" {
+		*verify = true // a lossy run must prove it delivered the right bytes, not only some bytes
 	}
 	if *maxSize < 8 || *maxSize > 4<<20 {
 		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
@@ -48,19 +57,19 @@ func pingpongCmd(args []string) error {
 	defer progress("")
 	switch {
 	case *responder != "":
-		return respondProcess(*responder, *peer, *maxSize, pl)
+		return respondProcess(*responder, *peer, *maxSize, *verify, pl)
 	case *attach != "":
 		socks := strings.Split(*attach, ",")
 		if len(socks) != 2 {
 			return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
 		}
-		res, err := initiateProcess(socks[0], socks[1], fs, pl, progress)
+		res, respVerified, err := initiateProcess(socks[0], socks[1], fs, *verify, pl, progress)
 		if err != nil {
 			return err
 		}
 		var local []pingpong.Result
 		if *compare {
-			if local, err = runInProcess(lo, *maxSize, pl, progress); err != nil {
+			if local, err = runInProcess(lo, *maxSize, *verify, pl, progress); err != nil {
 				return err
 			}
 		}
@@ -69,6 +78,9 @@ func pingpongCmd(args []string) error {
 			return writeJSON(os.Stdout, append(res, local...))
 		}
 		printTable(os.Stdout, "two processes attached to dimmnet serve", res)
+		if *verify {
+			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", verifiedIn(res), respVerified)
+		}
 		if *compare {
 			fmt.Println()
 			printTable(os.Stdout, "embedded two-node in-process devices", local)
@@ -76,7 +88,7 @@ func pingpongCmd(args []string) error {
 		}
 		return nil
 	case *breakdown:
-		sides, closeFn, err := localPair(lo, *maxSize)
+		sides, closeFn, err := localPair(lo, *maxSize, false)
 		if err != nil {
 			return err
 		}
@@ -92,9 +104,28 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
-	res, err := runInProcess(lo, *maxSize, pl, progress)
+	var lossless []pingpong.Result
+	if lo.fault != "" {
+		// What the faults cost needs the same sizes without them, on the
+		// same medium, in this run.
+		clean := lo
+		clean.fault, clean.pcap = "", ""
+		var err error
+		if lossless, err = runInProcess(clean, *maxSize, *verify, pl, func(s string) { progress("lossless baseline: " + s) }); err != nil {
+			return fmt.Errorf("lossless baseline: %w", err)
+		}
+	}
+	res, err := runInProcess(lo, *maxSize, *verify, pl, progress)
 	if err != nil {
 		return err
+	}
+	if lo.fault != "" {
+		for i := range res {
+			res[i].Fault = lo.fault
+		}
+		if err := pingpong.AddBaseline(res, lossless); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		progress("")
@@ -104,7 +135,14 @@ func pingpongCmd(args []string) error {
 	raw := pingpong.RawWordPingPong(20000)
 	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
 	progress("")
-	printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+	if lo.fault != "" {
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", no faults (the baseline)", lossless)
+		fmt.Println()
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
+		pingpong.PrintLossRatio(os.Stdout, res)
+	} else {
+		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+	}
 	printBaseline(os.Stdout, res, raw, cp)
 	var rec pingpong.Recovery
 	for _, r := range res {
@@ -116,7 +154,23 @@ func pingpongCmd(args []string) error {
 	if rec != (pingpong.Recovery{}) || lo.fault != "" {
 		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
 	}
+	if *verify {
+		fmt.Printf("payloads verified byte for byte: %d messages, both directions, warm-up included (timings include the check)", verifiedIn(res))
+		if lo.fault != "" {
+			fmt.Printf("; %d more in the lossless baseline", verifiedIn(lossless))
+		}
+		fmt.Println()
+	}
 	return nil
+}
+
+// verifiedIn sums the records' verified counts.
+func verifiedIn(res []pingpong.Result) int {
+	n := 0
+	for _, r := range res {
+		n += r.Verified
+	}
+	return n
 }
 
 // step is one measurement of a run; both processes of a two-process run
@@ -143,8 +197,8 @@ func newPlan(maxSize, iters int) []step {
 }
 
 // localPair is the embedded default: two in-process devices, nodes 1 and
-// 2, on the link lo describes.
-func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
+// 2, on the link lo describes, verifying every payload if asked.
+func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func(), error) {
 	var sides [2]*pingpong.Side
 	open, undo, err := lo.ports()
 	if err != nil {
@@ -184,7 +238,7 @@ func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
 			closeAll()
 			return sides, nil, err
 		}
-		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node()}
+		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node(), Verify: verify}
 	}
 	if err := pingpong.Setup(sides[0], sides[1], maxSize); err != nil {
 		closeAll()
@@ -193,8 +247,8 @@ func localPair(lo linkOpts, maxSize int) ([2]*pingpong.Side, func(), error) {
 	return sides, closeAll, nil
 }
 
-func runInProcess(lo linkOpts, maxSize int, pl []step, progress func(string)) ([]pingpong.Result, error) {
-	sides, closeFn, err := localPair(lo, maxSize)
+func runInProcess(lo linkOpts, maxSize int, verify bool, pl []step, progress func(string)) ([]pingpong.Result, error) {
+	sides, closeFn, err := localPair(lo, maxSize, verify)
 	if err != nil {
 		return nil, err
 	}
@@ -214,63 +268,80 @@ func runInProcess(lo linkOpts, maxSize int, pl []step, progress func(string)) ([
 }
 
 // initiateProcess attaches to sockA, starts this program again as the
-// responder on sockB, and runs the plan against it.
-func initiateProcess(sockA, sockB string, fs *flag.FlagSet, pl []step, progress func(string)) ([]pingpong.Result, error) {
+// responder on sockB, and runs the plan against it. It also returns how
+// many messages the responder verified.
+func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []step, progress func(string)) ([]pingpong.Result, int, error) {
 	t, err := driver.Dial(sockA)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	d, err := driver.Open(t)
 	if err != nil {
 		t.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	defer d.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
+		return nil, 0, fmt.Errorf("find own executable: %w", err)
 	}
 	maxSize := fs.Lookup("max").Value.String()
 	iters := fs.Lookup("iters").Value.String()
-	cmd := exec.Command(exe, "pingpong", "--responder", sockB, "--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters)
+	cmd := exec.Command(exe, "pingpong", "--responder", sockB, "--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters,
+		"--verify="+strconv.FormatBool(verify))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // the responder dies with us
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start responder: %w", err)
+		return nil, 0, fmt.Errorf("start responder: %w", err)
 	}
 	defer cmd.Process.Kill() // no-op once it exited
 	var peer int
 	if _, err := fmt.Fscanf(out, "ready %d\n", &peer); err != nil {
 		cmd.Wait()
-		return nil, fmt.Errorf("responder on %s did not get ready: %w", sockB, err)
+		return nil, 0, fmt.Errorf("responder on %s did not get ready: %w", sockB, err)
 	}
-	a := &pingpong.Side{D: d, Peer: uint16(peer)}
+	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	max, _ := strconv.Atoi(maxSize)
 	if err := pingpong.SetupSide(a, max); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	// The responder's last line is its verified count. If it fails (a
+	// payload that does not verify), stop our wait for its reply at once.
+	type ending struct {
+		verified int
+		err      error
+	}
+	ended := make(chan ending, 1)
+	go func() {
+		var e ending
+		fmt.Fscanf(out, "verified %d\n", &e.verified) // EOF if it failed
+		if e.err = cmd.Wait(); e.err != nil {
+			e.err = fmt.Errorf("responder on %s: %w", sockB, e.err)
+			a.Stop(e.err)
+		}
+		ended <- e
+	}()
 	var res []pingpong.Result
 	for i, st := range pl {
 		progress(fmt.Sprintf("pingpong (two processes) %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
 		r, err := pingpong.Initiate(a, st.mode, st.cond, st.size, st.warm, st.iters)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		r.Path = "process"
 		res = append(res, r)
 	}
-	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("responder: %w", err)
-	}
-	return res, nil
+	e := <-ended
+	return res, e.verified, e.err
 }
 
-// respondProcess is the responder process: attach, set up, say ready, serve the plan.
-func respondProcess(sock string, peer, maxSize int, pl []step) error {
+// respondProcess is the responder process: attach, set up, say ready,
+// serve the plan, say how many messages it verified.
+func respondProcess(sock string, peer, maxSize int, verify bool, pl []step) error {
 	if peer < 0 || peer > 65535 {
 		return fmt.Errorf("--responder needs --peer NODE (the initiator's node id)")
 	}
@@ -284,7 +355,7 @@ func respondProcess(sock string, peer, maxSize int, pl []step) error {
 		return err
 	}
 	defer d.Close()
-	b := &pingpong.Side{D: d, Peer: uint16(peer)}
+	b := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	if err := pingpong.SetupSide(b, maxSize); err != nil {
 		return err
 	}
@@ -294,6 +365,7 @@ func respondProcess(sock string, peer, maxSize int, pl []step) error {
 			return err
 		}
 	}
+	fmt.Printf("verified %d\n", b.Verified)
 	return nil
 }
 
@@ -388,12 +460,4 @@ func printTable(w io.Writer, what string, res []pingpong.Result) {
 	fmt.Fprintln(w, "DIMMnet-2 hardware (paper): min RTT/2 1.74 (PUSH) / 1.78 (IPUSH) µs linkmem, 3.84 / 3.89 µs hostcopy; max 644 / 643 MB/s linkmem, 242 / 241 MB/s hostcopy")
 }
 
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func sizeName(n int) string { return pingpong.SizeName(n) }

@@ -72,7 +72,7 @@ type MismatchError struct {
 // Error names the message (mode, condition, size, iteration, nodes) and
 // the first differing byte, so a failed run says where to look.
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("verify: %s %s %d-byte message, iteration %d, node %d to node %d: first difference at byte %d (got %#02x, want %#02x): %v",
+	return fmt.Sprintf("verify: %s %s %d-byte message, iteration %d, node %d to node %d: first difference at byte %d (got %#04x, want %#04x): %v",
 		e.Mode, e.Condition, e.Size, e.Iter, e.From, e.To, e.Offset, e.Got, e.Want, ErrCorrupt)
 }
 

@@ -50,6 +50,15 @@ type Result struct {
 	// when it is in this process. 0 when verification was off.
 	Verified int `json:"verified"`
 	Recovery
+	// Fault is the fault injection the record was measured under (the
+	// --fault spec), "" for none.
+	Fault string `json:"fault,omitempty"`
+	// Lossless and Ratio set a faulty record beside the same measurement
+	// without faults, on the same medium in the same run (AddBaseline), so
+	// what the faults cost is read off the record instead of a second run
+	// made on another day. Both are absent for a record without faults.
+	Lossless *Lossless `json:"lossless,omitempty"`
+	Ratio    *Ratio    `json:"ratio,omitempty"`
 }
 
 // Recovery is what the devices did to make a lossy link reliable during one
