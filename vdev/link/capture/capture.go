@@ -54,14 +54,36 @@ func NewWriter(w io.Writer, snaplen int) (*Writer, error) {
 
 // Wrap returns p recording every frame successfully sent through it and
 // every frame received from it. The result passes everything else through
-// to p, including the optional Pending and NeedsCRC methods, and has
-// Unwrap() to reach p.
-func (cw *Writer) Wrap(p link.Port) *Port { return &Port{inner: p, cw: cw, rx: true} }
+// to p: the optional Pending, NeedsCRC, Lossless, Dropped and TxErrors
+// methods and link.Backlogger when p has it, since a device tunes its
+// retransmission to them, and Unwrap() reaches p. It is a *Port, or one
+// embedding it. link.VectorSender is not passed through: the capture must
+// see each frame whole, so the device sends it with Send.
+func (cw *Writer) Wrap(p link.Port) link.Port { return wrap(&Port{inner: p, cw: cw, rx: true}) }
 
 // WrapSent is Wrap recording only the frames p sends. When every port on
 // a medium is recorded into one Writer, each frame is then recorded once,
 // not once by its sender and again by its receiver.
-func (cw *Writer) WrapSent(p link.Port) *Port { return &Port{inner: p, cw: cw} }
+func (cw *Writer) WrapSent(p link.Port) link.Port { return wrap(&Port{inner: p, cw: cw}) }
+
+// wrap adds the optional interfaces that a method cannot answer for an
+// inner port without them.
+func wrap(c *Port) link.Port {
+	if b, ok := c.inner.(link.Backlogger); ok {
+		return &backlogPort{c, b}
+	}
+	return c
+}
+
+// backlogPort is a Port around a link.Backlogger: recording queues
+// nothing, so the inner port's backlog is the whole backlog.
+type backlogPort struct {
+	*Port
+	b link.Backlogger
+}
+
+// Backlog is the wrapped port's.
+func (c *backlogPort) Backlog(dst [6]byte) (int, int64) { return c.b.Backlog(dst) }
 
 // record writes one frame, stamped now: taking the time under the lock
 // keeps timestamps in file order whichever port records.
@@ -140,8 +162,8 @@ type Port struct {
 }
 
 // Wrap returns p recording every frame successfully sent through it and
-// every frame received from it to w as a pcap stream of its own, and a
-// function that flushes the stream and closes w if it is an io.Closer
+// every frame received from it to w as a pcap stream of its own (passing
+// everything else through, as Writer.Wrap does), and a function that flushes the stream and closes w if it is an io.Closer
 // (call it once the traffic is over; recording stops then). The pcap file
 // header is written at once. To record several ports into one stream,
 // use NewWriter and Writer.Wrap instead.
@@ -226,4 +248,30 @@ func (c *Port) NeedsCRC() bool {
 		return r.NeedsCRC()
 	}
 	return false
+}
+
+// Lossless is the wrapped port's, or false when it does not say.
+func (c *Port) Lossless() bool {
+	if r, ok := c.inner.(interface{ Lossless() bool }); ok {
+		return r.Lossless()
+	}
+	return false
+}
+
+// Dropped is the wrapped port's count of frames it discarded, or 0 when
+// it keeps none.
+func (c *Port) Dropped() uint64 {
+	if r, ok := c.inner.(interface{ Dropped() uint64 }); ok {
+		return r.Dropped()
+	}
+	return 0
+}
+
+// TxErrors is the wrapped port's count of frames the kernel refused, or 0
+// when it keeps none.
+func (c *Port) TxErrors() uint64 {
+	if r, ok := c.inner.(interface{ TxErrors() uint64 }); ok {
+		return r.TxErrors()
+	}
+	return 0
 }

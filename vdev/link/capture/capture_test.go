@@ -330,3 +330,51 @@ func TestWriterWrapRecordsBothDirections(t *testing.T) {
 		t.Fatalf("%d frames in the file, Frames() %d, want 2", n, cw.Frames())
 	}
 }
+
+// tunedPort is a port with the optional methods a device tunes its
+// retransmission to.
+type tunedPort struct {
+	link.Port
+}
+
+func (tunedPort) Backlog(dst [6]byte) (int, int64) { return int(dst[5]), 42 }
+func (tunedPort) Dropped() uint64                  { return 7 }
+func (tunedPort) TxErrors() uint64                 { return 9 }
+func (tunedPort) Lossless() bool                   { return false }
+
+// A capture must not change how a device treats its port: whatever the
+// port says about loss, drops and its transmit backlog, the wrapper says
+// too, and it claims no backlog the port does not have.
+func TestCapturePassesPortTuningThrough(t *testing.T) {
+	a, b := hubPair(t)
+	cw, err := NewWriter(io.Discard, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tuning interface {
+		Lossless() bool
+		Dropped() uint64
+		TxErrors() uint64
+	}
+	plain := cw.WrapSent(a)
+	if l, ok := plain.(tuning); !ok || !l.Lossless() || l.Dropped() != 0 || l.TxErrors() != 0 {
+		t.Fatalf("hub port through a capture: %+v", plain)
+	}
+	if _, ok := plain.(link.Backlogger); ok {
+		t.Fatal("a capture of a port without a backlog claims one")
+	}
+	tuned := cw.Wrap(tunedPort{b})
+	bl, ok := tuned.(link.Backlogger)
+	if !ok {
+		t.Fatal("Backlogger not passed through")
+	}
+	if q, last := bl.Backlog([6]byte{5: 3}); q != 3 || last != 42 {
+		t.Fatalf("Backlog = %d, %d", q, last)
+	}
+	if l := tuned.(tuning); l.Lossless() || l.Dropped() != 7 || l.TxErrors() != 9 {
+		t.Fatal("Lossless, Dropped or TxErrors not passed through")
+	}
+	if u, ok := tuned.(interface{ Unwrap() link.Port }); !ok || u.Unwrap() != (tunedPort{b}) {
+		t.Fatal("Unwrap does not reach the port")
+	}
+}
