@@ -1,13 +1,15 @@
-// Package capture records the frames a link.Port sends and receives in a
-// pcap stream (Ethernet link type, nanosecond timestamps), written with
-// gopacket's pure-Go pcapgo, so a device's traffic can be read back by
-// gopacket programs, tcpdump, or tshark and Wireshark with the dimmnet
-// dissector in tools/wireshark. It backs the --pcap flag.
+// Package capture records the frames link.Ports send and receive in a
+// pcap stream (Ethernet link type, nanosecond timestamps), one port's or
+// many ports' into one stream, written with gopacket's pure-Go pcapgo, so
+// the traffic of a device or of a whole set of devices can be read back
+// by gopacket programs, tcpdump, or tshark and Wireshark with the dimmnet
+// dissector in tools/wireshark. It backs the --pcap flags.
 package capture
 
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -21,99 +23,168 @@ import (
 )
 
 // minSnaplen is the snapshot length written in the file header when the
-// port's MTU is smaller: every frame is recorded whole anyway.
+// largest frame is smaller: every frame is recorded whole anyway.
 const minSnaplen = 65535
 
-// Port is a link.Port that records its traffic; Wrap makes one.
-type Port struct {
-	inner link.Port
-
-	mu     sync.Mutex // guards everything below: both directions write
+// Writer is one pcap stream that any number of ports record into, from
+// any goroutine, so the traffic of a whole set of devices lands in one
+// file in the order it happened. NewWriter makes one; Wrap and WrapSent
+// attach ports.
+type Writer struct {
+	mu     sync.Mutex // guards everything below: every port's both directions write
 	bw     *bufio.Writer
 	pw     *pcapgo.Writer
 	w      io.Writer
+	frames int   // frames recorded
 	err    error // first write error; recording stops after it
 	closed bool  // the capture was flushed and closed
+}
+
+// NewWriter writes a pcap file header to w at once and returns the
+// Writer that records into it. snaplen is the largest frame any port
+// will carry (at least minSnaplen is declared), so no frame is cut.
+func NewWriter(w io.Writer, snaplen int) (*Writer, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	pw := pcapgo.NewWriterNanos(bw)
+	if err := pw.WriteFileHeader(uint32(max(snaplen, minSnaplen)), layers.LinkTypeEthernet); err != nil {
+		return nil, fmt.Errorf("capture: pcap file header: %w", err)
+	}
+	return &Writer{bw: bw, pw: pw, w: w}, nil
+}
+
+// Wrap returns p recording every frame successfully sent through it and
+// every frame received from it. The result passes everything else through
+// to p: the optional Pending, NeedsCRC, Lossless, Dropped and TxErrors
+// methods and link.Backlogger when p has it, since a device tunes its
+// retransmission to them, and Unwrap() reaches p. It is a *Port, or one
+// embedding it. link.VectorSender is not passed through: the capture must
+// see each frame whole, so the device sends it with Send.
+func (cw *Writer) Wrap(p link.Port) link.Port { return wrap(&Port{inner: p, cw: cw, rx: true}) }
+
+// WrapSent is Wrap recording only the frames p sends. When every port on
+// a medium is recorded into one Writer, each frame is then recorded once,
+// not once by its sender and again by its receiver.
+func (cw *Writer) WrapSent(p link.Port) link.Port { return wrap(&Port{inner: p, cw: cw}) }
+
+// wrap adds the optional interfaces that a method cannot answer for an
+// inner port without them.
+func wrap(c *Port) link.Port {
+	if b, ok := c.inner.(link.Backlogger); ok {
+		return &backlogPort{c, b}
+	}
+	return c
+}
+
+// backlogPort is a Port around a link.Backlogger: recording queues
+// nothing, so the inner port's backlog is the whole backlog.
+type backlogPort struct {
+	*Port
+	b link.Backlogger
+}
+
+// Backlog is the wrapped port's.
+func (c *backlogPort) Backlog(dst [6]byte) (int, int64) { return c.b.Backlog(dst) }
+
+// record writes one frame, stamped now: taking the time under the lock
+// keeps timestamps in file order whichever port records.
+func (cw *Writer) record(f []byte) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.closed || cw.err != nil {
+		return
+	}
+	ci := gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(f), Length: len(f)}
+	if err := cw.pw.WritePacket(ci, f); err != nil {
+		cw.err = fmt.Errorf("capture: %w", err)
+		return
+	}
+	cw.frames++
+}
+
+// Close flushes the capture and closes the underlying writer if it is an
+// io.Closer; recording stops then. Later calls return the same result
+// without doing anything.
+func (cw *Writer) Close() error {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.closed {
+		return cw.err
+	}
+	cw.closed = true
+	if err := cw.bw.Flush(); err != nil && cw.err == nil {
+		cw.err = fmt.Errorf("capture: flush: %w", err)
+	}
+	if cl, ok := cw.w.(io.Closer); ok {
+		if err := cl.Close(); err != nil && cw.err == nil {
+			cw.err = fmt.Errorf("capture: close: %w", err)
+		}
+	}
+	return cw.err
+}
+
+// Flush writes buffered records to the underlying writer, so a capture can
+// be inspected while the ports run.
+func (cw *Writer) Flush() error {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.closed {
+		return cw.err
+	}
+	if err := cw.bw.Flush(); err != nil && cw.err == nil {
+		cw.err = fmt.Errorf("capture: flush: %w", err)
+	}
+	return cw.err
+}
+
+// Err returns the first error met while recording, if any.
+func (cw *Writer) Err() error {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	return cw.err
+}
+
+// Frames returns how many frames have been recorded, so a caller can tell
+// an empty capture from a busy one without reading it back.
+func (cw *Writer) Frames() int {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	return cw.frames
+}
+
+// Port is a link.Port that records its traffic into a Writer; Wrap and
+// Writer.Wrap make one.
+type Port struct {
+	inner link.Port
+	cw    *Writer
+	rx    bool // received frames are recorded too
 
 	scratch sync.Pool // copies of sent frames, taken before Send gives them away
 }
 
 // Wrap returns p recording every frame successfully sent through it and
-// every frame received from it to w as a pcap stream, and a function that
-// flushes the stream and closes w if it is an io.Closer (call it once the
-// traffic is over; recording stops then). The pcap file header is written
-// at once. The result passes everything else through to p, including the
-// optional Pending and NeedsCRC methods, and has Unwrap() to reach p.
+// every frame received from it to w as a pcap stream of its own (passing
+// everything else through, as Writer.Wrap does), and a function that flushes the stream and closes w if it is an io.Closer
+// (call it once the traffic is over; recording stops then). The pcap file
+// header is written at once. To record several ports into one stream,
+// use NewWriter and Writer.Wrap instead.
 func Wrap(p link.Port, w io.Writer) (link.Port, func() error, error) {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	pw := pcapgo.NewWriterNanos(bw)
-	snap := max(p.MTU(), minSnaplen)
-	if err := pw.WriteFileHeader(uint32(snap), layers.LinkTypeEthernet); err != nil {
+	cw, err := NewWriter(w, p.MTU())
+	if err != nil {
 		return nil, nil, err
 	}
-	c := &Port{inner: p, bw: bw, pw: pw, w: w}
-	return c, c.finish, nil
+	return cw.Wrap(p), cw.Close, nil
 }
 
-// record writes one frame; it runs under no lock of the caller's.
-func (c *Port) record(ts time.Time, f []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.err != nil {
-		return
-	}
-	ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(f), Length: len(f)}
-	if err := c.pw.WritePacket(ci, f); err != nil {
-		c.err = err
-	}
-}
+// Flush flushes the Writer the port records into.
+func (c *Port) Flush() error { return c.cw.Flush() }
 
-// finish flushes the capture and closes its writer; later calls return
-// the same result without doing anything.
-func (c *Port) finish() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return c.err
-	}
-	c.closed = true
-	if err := c.bw.Flush(); err != nil && c.err == nil {
-		c.err = err
-	}
-	if cl, ok := c.w.(io.Closer); ok {
-		if err := cl.Close(); err != nil && c.err == nil {
-			c.err = err
-		}
-	}
-	return c.err
-}
-
-// Flush writes buffered records to the underlying writer, so a capture can
-// be inspected while the port runs.
-func (c *Port) Flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return c.err
-	}
-	if err := c.bw.Flush(); err != nil && c.err == nil {
-		c.err = err
-	}
-	return c.err
-}
-
-// Err returns the first error met while recording, if any.
-func (c *Port) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+// Err returns the first error the port's Writer met, if any.
+func (c *Port) Err() error { return c.cw.Err() }
 
 // Send records the frame if the wrapped port accepts it. The frame is
 // copied first, because once sent it belongs to the medium (the in-memory
 // hub hands it straight to the receiver).
 func (c *Port) Send(frame []byte) error {
-	ts := time.Now()
 	bp, _ := c.scratch.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
@@ -121,18 +192,19 @@ func (c *Port) Send(frame []byte) error {
 	cp := append((*bp)[:0], frame...)
 	err := c.inner.Send(frame)
 	if err == nil {
-		c.record(ts, cp)
+		c.cw.record(cp)
 	}
 	*bp = cp
 	c.scratch.Put(bp)
 	return err
 }
 
-// Recv returns the wrapped port's next frame, recording it.
+// Recv returns the wrapped port's next frame, recording it unless the
+// port records only what it sends.
 func (c *Port) Recv() []byte {
 	f := c.inner.Recv()
-	if f != nil {
-		c.record(time.Now(), f)
+	if f != nil && c.rx {
+		c.cw.record(f)
 	}
 	return f
 }
@@ -152,8 +224,9 @@ func (c *Port) Release(frame []byte) { c.inner.Release(frame) }
 // SetNotify installs f on the wrapped port.
 func (c *Port) SetNotify(f func()) { c.inner.SetNotify(f) }
 
-// Close flushes the capture (without closing its writer; the function from
-// Wrap does that) and closes the wrapped port.
+// Close flushes the capture (without closing its writer, which other
+// ports may share; the function from Wrap or Writer.Close does that) and
+// closes the wrapped port.
 func (c *Port) Close() error {
 	return errors.Join(c.inner.Close(), c.Flush())
 }
@@ -175,4 +248,30 @@ func (c *Port) NeedsCRC() bool {
 		return r.NeedsCRC()
 	}
 	return false
+}
+
+// Lossless is the wrapped port's, or false when it does not say.
+func (c *Port) Lossless() bool {
+	if r, ok := c.inner.(interface{ Lossless() bool }); ok {
+		return r.Lossless()
+	}
+	return false
+}
+
+// Dropped is the wrapped port's count of frames it discarded, or 0 when
+// it keeps none.
+func (c *Port) Dropped() uint64 {
+	if r, ok := c.inner.(interface{ Dropped() uint64 }); ok {
+		return r.Dropped()
+	}
+	return 0
+}
+
+// TxErrors is the wrapped port's count of frames the kernel refused, or 0
+// when it keeps none.
+func (c *Port) TxErrors() uint64 {
+	if r, ok := c.inner.(interface{ TxErrors() uint64 }); ok {
+		return r.TxErrors()
+	}
+	return 0
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,5 +212,169 @@ func TestCaptureWriteErrorReported(t *testing.T) {
 	}
 	if err := finish(); err == nil {
 		t.Fatal("write error not reported")
+	}
+}
+
+// Ports of several devices record into one Writer from their own
+// goroutines: with WrapSent every frame on the shared medium lands in the
+// file exactly once, in timestamp order, and the file is written once.
+func TestWriterSharedByPorts(t *testing.T) {
+	const nodes, perNode = 4, 300
+	h := link.NewHub(1514, 1024)
+	var out closeBuffer
+	cw, err := NewWriter(&out, 1514)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := make([]link.Port, nodes)
+	for i := range ports {
+		p, err := h.Attach(wire.NodeMAC(uint16(i + 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = cw.WrapSent(p)
+	}
+	var wg sync.WaitGroup
+	for i, p := range ports {
+		wg.Go(func() {
+			dst := uint16((i+1)%nodes + 1)
+			for k := range perNode {
+				hd := wire.Header{Version: wire.Version1, Type: wire.TypePush, Flags: wire.FlagSeq,
+					SrcNode: uint16(i + 1), DstNode: dst, Seq: uint32(k)}
+				f := wire.AppendFrame(p.Buffer(), wire.NodeMAC(dst), p.MAC(), &hd, []byte{byte(k)})
+				for {
+					err := p.Send(f)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, link.ErrFull) {
+						t.Error(err)
+						return
+					}
+					runtime.Gosched()
+				}
+			}
+		})
+		wg.Go(func() { // drain what the previous node sends this one
+			for got := 0; got < perNode; {
+				if f := p.Recv(); f != nil {
+					p.Release(f)
+					got++
+				} else {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := cw.Frames(); n != nodes*perNode {
+		t.Fatalf("Frames() = %d, want %d", n, nodes*perNode)
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Close(); err != nil || out.closed != 1 {
+		t.Fatalf("second Close: %v, closed %d times", err, out.closed)
+	}
+	pkts := readPcap(t, &out.Buffer)
+	if len(pkts) != nodes*perNode {
+		t.Fatalf("%d frames in the file, want %d", len(pkts), nodes*perNode)
+	}
+	seen := map[[2]uint32]bool{}
+	var last time.Time
+	for _, p := range pkts {
+		hd, ok := p.Layer(wire.LayerTypeDimmnet).(*wire.Header)
+		if !ok {
+			t.Fatalf("frame without a dimmnet layer: %v", p)
+		}
+		k := [2]uint32{uint32(hd.SrcNode), hd.Seq}
+		if seen[k] {
+			t.Fatalf("node %d seq %d recorded twice", hd.SrcNode, hd.Seq)
+		}
+		seen[k] = true
+		if ts := p.Metadata().Timestamp; ts.Before(last) {
+			t.Fatalf("timestamps out of order: %v after %v", ts, last)
+		} else {
+			last = ts
+		}
+	}
+}
+
+// Wrap on a Writer records both directions, so a frame between two
+// recorded ports appears twice (sent, then received); after Close nothing
+// more is recorded.
+func TestWriterWrapRecordsBothDirections(t *testing.T) {
+	a, b := hubPair(t)
+	var out bytes.Buffer
+	cw, err := NewWriter(&out, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, cb := cw.Wrap(a), cw.Wrap(b)
+	hd := wire.Header{Version: wire.Version1, Type: wire.TypeAck, SrcNode: 1, DstNode: 2}
+	if err := ca.Send(wire.AppendFrame(ca.Buffer(), wire.NodeMAC(2), ca.MAC(), &hd, nil)); err != nil {
+		t.Fatal(err)
+	}
+	f := cb.Recv()
+	if f == nil {
+		t.Fatal("frame missing")
+	}
+	cb.Release(f)
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Send(wire.AppendFrame(ca.Buffer(), wire.NodeMAC(2), ca.MAC(), &hd, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readPcap(t, &out)); n != 2 || cw.Frames() != 2 {
+		t.Fatalf("%d frames in the file, Frames() %d, want 2", n, cw.Frames())
+	}
+}
+
+// tunedPort is a port with the optional methods a device tunes its
+// retransmission to.
+type tunedPort struct {
+	link.Port
+}
+
+func (tunedPort) Backlog(dst [6]byte) (int, int64) { return int(dst[5]), 42 }
+func (tunedPort) Dropped() uint64                  { return 7 }
+func (tunedPort) TxErrors() uint64                 { return 9 }
+func (tunedPort) Lossless() bool                   { return false }
+
+// A capture must not change how a device treats its port: whatever the
+// port says about loss, drops and its transmit backlog, the wrapper says
+// too, and it claims no backlog the port does not have.
+func TestCapturePassesPortTuningThrough(t *testing.T) {
+	a, b := hubPair(t)
+	cw, err := NewWriter(io.Discard, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tuning interface {
+		Lossless() bool
+		Dropped() uint64
+		TxErrors() uint64
+	}
+	plain := cw.WrapSent(a)
+	if l, ok := plain.(tuning); !ok || !l.Lossless() || l.Dropped() != 0 || l.TxErrors() != 0 {
+		t.Fatalf("hub port through a capture: %+v", plain)
+	}
+	if _, ok := plain.(link.Backlogger); ok {
+		t.Fatal("a capture of a port without a backlog claims one")
+	}
+	tuned := cw.Wrap(tunedPort{b})
+	bl, ok := tuned.(link.Backlogger)
+	if !ok {
+		t.Fatal("Backlogger not passed through")
+	}
+	if q, last := bl.Backlog([6]byte{5: 3}); q != 3 || last != 42 {
+		t.Fatalf("Backlog = %d, %d", q, last)
+	}
+	if l := tuned.(tuning); l.Lossless() || l.Dropped() != 7 || l.TxErrors() != 9 {
+		t.Fatal("Lossless, Dropped or TxErrors not passed through")
+	}
+	if u, ok := tuned.(interface{ Unwrap() link.Port }); !ok || u.Unwrap() != (tunedPort{b}) {
+		t.Fatal("Unwrap does not reach the port")
 	}
 }
