@@ -48,7 +48,14 @@ type BenchResult struct {
 	PagesCopied     uint64  `json:"pages_copied"`
 	WriteUsResident float64 `json:"write_us_resident"`
 	WriteUsFaulting float64 `json:"write_us_faulting"`
-	Misplaced       uint64  `json:"misplaced"`
+	// WriteUsFaultingP50 is the median faulting write: a few writes that
+	// wait for a descheduled goroutine move the mean far more than it.
+	WriteUsFaultingP50 float64 `json:"write_us_faulting_p50"`
+	Misplaced          uint64  `json:"misplaced"`
+	// Timeouts is the devices' TIMEOUTS counter summed over the nodes. The
+	// in-memory link loses nothing, so a timeout there means a sender waited
+	// a whole retransmission timeout (5 ms at least) for an answer.
+	Timeouts uint64 `json:"timeouts"`
 
 	// Pattern "paper" only.
 	OneWay             []SizeTime `json:"one_way,omitempty"`
@@ -134,6 +141,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	}
 	for _, b := range bn {
 		r.Misplaced += b.n.Driver().Counter(uapi.CtrMisplaced)
+		r.Timeouts += b.n.Driver().Counter(uapi.CtrTimeouts)
 		s := b.n.Stats()
 		r.PagesCopied += s.PagesCopied()
 		if s.BadTag != 0 || s.Errors != 0 {
@@ -196,6 +204,7 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 		res, flt       time.Duration
 		nres, nflt     uint64
 		writes, faults uint64
+		flts           []time.Duration // every faulting write, for the median
 	}
 	lats := make([]lat, len(bn))
 	var wg sync.WaitGroup
@@ -223,6 +232,7 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 					L.writes++
 					if b.n.Stats().Faults != f0 {
 						L.flt += dt
+						L.flts = append(L.flts, dt)
 						L.nflt++
 						L.faults++
 					} else {
@@ -260,10 +270,16 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 	wg.Wait()
 	var res, flt time.Duration
 	var nres, nflt uint64
+	var flts []time.Duration
 	for _, L := range lats {
 		r.Writes += L.writes
 		r.Faults += L.faults
 		res, flt, nres, nflt = res+L.res, flt+L.flt, nres+L.nres, nflt+L.nflt
+		flts = append(flts, L.flts...)
+	}
+	if len(flts) > 0 {
+		slices.Sort(flts)
+		r.WriteUsFaultingP50 = flts[len(flts)/2].Seconds() * 1e6
 	}
 	if nres > 0 {
 		r.WriteUsResident = res.Seconds() * 1e6 / float64(nres)

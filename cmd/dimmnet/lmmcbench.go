@@ -45,14 +45,14 @@ func lmmcBenchCmd(args []string) error {
 	}
 	fmt.Printf("LMMC remote paging: %d ports per connection over %d receive frames per node, %d-byte writes\n", *ports, *frames, *size)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pattern\tpolicy\twrites\tfaults\tfault rate\tpages copied\tresident write µs\tfaulting write µs\tmisplaced\t")
+	fmt.Fprintln(tw, "pattern\tpolicy\twrites\tfaults\tfault rate\tpages copied\tresident write µs\tfaulting write µs\tmedian\tmisplaced\ttimeouts\t")
 	var paper *lmmc.BenchResult
 	for i, r := range res {
 		if r.Pattern == "paper" {
 			paper = &res[i]
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%d\t%.1f\t%.1f\t%d\t\n", r.Pattern, r.Policy, r.Writes, r.Faults, r.FaultRate, r.PagesCopied, r.WriteUsResident, r.WriteUsFaulting, r.Misplaced)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t\n", r.Pattern, r.Policy, r.Writes, r.Faults, r.FaultRate, r.PagesCopied, r.WriteUsResident, r.WriteUsFaulting, r.WriteUsFaultingP50, r.Misplaced, r.Timeouts)
 	}
 	tw.Flush()
 	if paper != nil {
