@@ -21,7 +21,6 @@ const (
 	spinNs       = 50_000     // spin this long after the last work
 	stallSleepNs = 50_000     // sleep this long when only a driver can unblock us
 	aliveNs      = 10_000_000 // advance ALIVE this often
-	timerSpinNs  = 1_000_000  // poll rather than sleep when a retransmission is due this soon
 )
 
 // Engine runs the command and receive engines of a set of devices on one
@@ -187,7 +186,7 @@ func (e *Engine) run() {
 		if lastWork == 0 {
 			lastWork = t
 		}
-		if t-lastWork < spinNs || e.deadlineSoon(t) {
+		if t-lastWork < spinNs {
 			continue
 		}
 		// Sleep: say so, look once more, then park until a doorbell, a frame or a timer.
@@ -222,20 +221,6 @@ func (e *Engine) run() {
 		e.sleeping.Store(false)
 		lastWork = 0
 	}
-}
-
-// deadlineSoon reports whether a retransmission deadline falls within
-// timerSpinNs of now: the engine then keeps polling rather than sleep,
-// since an idle Go process sleeps in the network poller with millisecond
-// resolution, and a 100 µs retransmission would wait a millisecond or two
-// (measured: RTT p99 2 ms at 10% loss, from single lost packets).
-func (e *Engine) deadlineSoon(now int64) bool {
-	for _, d := range e.devs {
-		if at := d.nextDeadline(); at != 0 && at-now < timerSpinNs {
-			return true
-		}
-	}
-	return false
 }
 
 // heartbeat advances every device's ALIVE register and mirrors its port's

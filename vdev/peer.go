@@ -304,18 +304,3 @@ func (d *Device) failPeer(p *peer, e uapi.Errno) {
 	p.sent = p.sent[:0]
 	p.tx.Reset()
 }
-
-// nextDeadline is the earliest retransmission deadline of any peer (0:
-// none), so a sleeping engine wakes for it.
-func (d *Device) nextDeadline() int64 {
-	var at int64
-	if d.book.Timers == 0 {
-		return 0
-	}
-	for _, p := range d.peerList {
-		if t := p.tx.Deadline(); t != 0 && (at == 0 || t < at) {
-			at = t
-		}
-	}
-	return at
-}
