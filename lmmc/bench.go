@@ -11,6 +11,9 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // Patterns lists the communication patterns Bench runs ("paper" measures
@@ -22,7 +25,15 @@ type BenchConfig struct {
 	Rounds int // rounds of the pattern (default 400)
 	Size   int // message bytes, at least 8 (default 64)
 	Nodes  int // nodes for neighbour and alltoall (default 4; pingpong, hot and paper use 2)
+	// Capture, if set, records every frame the run's devices send into
+	// it, each once; several runs can share one Writer, so one file holds
+	// a whole set of runs. Frames are at most BenchFrameMax bytes.
+	Capture *capture.Writer
 }
+
+// BenchFrameMax is the largest frame Bench's devices send: the snapshot
+// length a capture of them needs.
+const BenchFrameMax = vdev.DefaultHubPayload + wire.FrameOverhead
 
 // SizeTime is one point of one-way time against message size.
 type SizeTime struct {
@@ -99,7 +110,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	for i := range ids {
 		ids[i] = uint16(i + 1)
 	}
-	l, err := vdev.NewLocal(vdev.Config{}, 0, ids...)
+	l, err := benchDevices(ids, cfg.Capture)
 	if err != nil {
 		return r, fmt.Errorf("lmmc bench: %w", err)
 	}
@@ -152,6 +163,27 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 		r.FaultRate = float64(r.Faults) / float64(r.Writes)
 	}
 	return r, err
+}
+
+// benchDevices starts one device per node on an in-memory hub, each
+// port recording what it sends into cw when cw is set: every frame on the
+// hub is sent by one of them, so the capture holds each frame once.
+func benchDevices(ids []uint16, cw *capture.Writer) (*vdev.Local, error) {
+	if cw == nil {
+		return vdev.NewLocal(vdev.Config{}, 0, ids...)
+	}
+	hub := link.NewHub(BenchFrameMax, 256)
+	l, err := vdev.NewLocalPorts(vdev.Config{}, ids, func(d *vdev.Device) (link.Port, error) {
+		p, err := hub.Attach(d.MAC())
+		if err != nil {
+			return nil, err
+		}
+		return cw.WrapSent(p), nil
+	})
+	if l != nil {
+		l.Hub = hub
+	}
+	return l, err
 }
 
 // schedule lists the messages of every round.

@@ -2,7 +2,19 @@ package lmmc
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 func TestBench(t *testing.T) {
@@ -24,5 +36,127 @@ func TestBench(t *testing.T) {
 			j, _ := json.Marshal(r)
 			t.Logf("%s", j)
 		}
+	}
+}
+
+// Two runs recorded into one capture: the file holds frames sent by every
+// device of both device sets, LMMC's paging requests and tagged writes
+// among them, each a well-formed dimmnet frame; with tshark installed,
+// the Wireshark dissector decodes every one of them, none malformed.
+func TestBenchCaptureHoldsEveryDevice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lmmc.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw, err := capture.NewWriter(f, BenchFrameMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A set of two devices, then a set of three: node 3 exists only in
+	// the second, and the second set's frames follow the first's.
+	if _, err := Bench("lru", "pingpong", 4, 2, BenchConfig{Rounds: 16, Capture: cw}); err != nil {
+		t.Fatal(err)
+	}
+	first := cw.Frames()
+	if _, err := Bench("fifo", "neighbour", 4, 2, BenchConfig{Rounds: 8, Nodes: 3, Capture: cw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	hdrs := readCapture(t, path)
+	if len(hdrs) != cw.Frames() || first == 0 || first == len(hdrs) {
+		t.Fatalf("%d frames in the file, Frames() %d, %d of them from the first set", len(hdrs), cw.Frames(), first)
+	}
+	for set, frames := range [][]wire.Header{hdrs[:first], hdrs[first:]} {
+		senders := map[uint16]int{}
+		types := map[wire.Type]int{}
+		tagged := 0
+		for _, h := range frames {
+			senders[h.SrcNode]++
+			types[h.Type]++
+			if h.Type == wire.TypePush && h.Flags&wire.FlagTagged != 0 {
+				tagged++
+			}
+		}
+		for n := uint16(1); n <= uint16(2+set); n++ {
+			if senders[n] == 0 {
+				t.Errorf("device set %d: no frame from node %d (senders %v)", set+1, n, senders)
+			}
+		}
+		if len(senders) != 2+set {
+			t.Errorf("device set %d: frames from nodes %v", set+1, senders)
+		}
+		// More ports than frames: the run pages, and every write is tagged.
+		if types[wire.TypePage] == 0 || tagged == 0 || types[wire.TypeAck] == 0 {
+			t.Errorf("device set %d: types %v, %d tagged PUSHes: not an LMMC run", set+1, types, tagged)
+		}
+	}
+
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Log("tshark not installed: the dissector is not checked on the capture")
+		return
+	}
+	lua, err := filepath.Abs("../tools/wireshark/dimmnet.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tshark, "-X", "lua_script:"+lua, "-r", path, "-T", "fields", "-E", "separator=/t",
+		"-e", "dimmnet.type", "-e", "dimmnet.tag", "-e", "_ws.malformed", "-e", "_ws.col.Info")
+	cmd.Env = append(os.Environ(), "WIRESHARK_CONFIG_DIR="+t.TempDir(), "LC_ALL=C")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(hdrs) {
+		t.Fatalf("tshark printed %d lines for %d frames", len(lines), len(hdrs))
+	}
+	for i, line := range lines {
+		f := strings.Split(line, "\t")
+		h := hdrs[i]
+		if len(f) != 4 || f[0] != strconv.Itoa(int(h.Type)) || f[1] != strconv.Itoa(int(h.Tag)) || f[2] != "" ||
+			!strings.HasPrefix(f[3], h.Type.String()+" ") {
+			t.Errorf("frame %d (%v %v tag %d): tshark says %q", i+1, h.Type, h.Flags, h.Tag, line)
+		}
+	}
+}
+
+// readCapture reads every frame of a pcap file, each of which must be a
+// valid dimmnet frame.
+func readCapture(t *testing.T, path string) []wire.Header {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wire.NewParser()
+	var hs []wire.Header
+	for {
+		data, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return hs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, err := p.Parse(data)
+		if err != nil {
+			t.Fatalf("frame %d: %v", len(hs)+1, err)
+		}
+		if src, ok := wire.MACNode(p.SrcMAC()); !ok || src != h.SrcNode {
+			t.Fatalf("frame %d: source MAC %v for node %d", len(hs)+1, p.SrcMAC(), h.SrcNode)
+		}
+		hs = append(hs, *h)
 	}
 }

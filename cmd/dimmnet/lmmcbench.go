@@ -1,17 +1,20 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/lmmc"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
 )
 
 // lmmcBenchCmd runs LMMC's communication patterns with more ports than link
-// page frames under each replacement policy, and the paper's own figures.
-func lmmcBenchCmd(args []string) error {
+// page frames under each replacement policy, and the paper's own figures;
+// --pcap records the whole run's traffic in one file to study its paging.
+func lmmcBenchCmd(args []string) (rerr error) {
 	fs := flag.NewFlagSet("lmmc-bench", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON records")
 	ports := fs.Int("ports", 8, "ports per connection")
@@ -19,11 +22,32 @@ func lmmcBenchCmd(args []string) error {
 	rounds := fs.Int("rounds", 120, "rounds of each pattern")
 	size := fs.Int("size", 64, "message bytes")
 	quiet := fs.Bool("q", false, "no progress line")
+	pcapFile := fs.String("pcap", "", "capture every frame of every device of the run to this pcap file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	progress := progressLine(*quiet)
 	defer progress("")
+	var cw *capture.Writer
+	if *pcapFile != "" {
+		f, err := os.Create(*pcapFile)
+		if err != nil {
+			return fmt.Errorf("--pcap: %w", err)
+		}
+		if cw, err = capture.NewWriter(f, lmmc.BenchFrameMax); err != nil {
+			f.Close()
+			return fmt.Errorf("--pcap %s: %w", *pcapFile, err)
+		}
+		// Written once, whatever happens to the run: a failed run's
+		// capture is the one most worth reading.
+		defer func() {
+			if err := cw.Close(); err != nil {
+				rerr = errors.Join(rerr, fmt.Errorf("--pcap %s: %w", *pcapFile, err))
+			} else if !*quiet {
+				fmt.Fprintf(os.Stderr, "lmmc-bench: %d frames captured to %s\n", cw.Frames(), *pcapFile)
+			}
+		}()
+	}
 	var res []lmmc.BenchResult
 	for _, pat := range lmmc.Patterns {
 		pols := lmmc.Policies
@@ -32,7 +56,7 @@ func lmmcBenchCmd(args []string) error {
 		}
 		for _, pol := range pols {
 			progress(fmt.Sprintf("lmmc-bench: %s, %s", pat, pol))
-			r, err := lmmc.Bench(pol, pat, *ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size})
+			r, err := lmmc.Bench(pol, pat, *ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size, Capture: cw})
 			if err != nil {
 				return fmt.Errorf("%s/%s: %w", pat, pol, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"go/build"
 	"reflect"
 	"strings"
 	"testing"
@@ -165,6 +166,20 @@ func TestNackDocsNameTheNonRefusals(t *testing.T) {
 	for c, want := range map[uint16]string{NackRetry: "RETRY", NackSeqErr: "SEQ_ERR", 1: "REFUSED(1)", NackRefusalMax: "REFUSED(255)", 0x101: "NACK(0x101)"} {
 		if got := NackCodeName(c); got != want {
 			t.Errorf("NackCodeName(%d) = %q, want %q", c, got, want)
+		}
+	}
+}
+
+// Package wire stays free of uapi: devices and capture tools share it
+// without the driver ABI, and only wiredoc names refusals after uapi.
+func TestWireDoesNotImportUapi(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range pkg.Imports {
+		if strings.HasSuffix(imp, "/uapi") || strings.Contains(imp, "/uapi/") {
+			t.Errorf("package wire imports %s", imp)
 		}
 	}
 }

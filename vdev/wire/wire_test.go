@@ -385,7 +385,8 @@ func TestBadVersionAndType(t *testing.T) {
 		}
 	}
 	h.Version = Version1
-	for _, ty := range []Type{0, 8, 255} {
+	// Zero, the value after the last type, and the highest.
+	for _, ty := range []Type{0, TypeDocs[len(TypeDocs)-1].Type + 1, 255} {
 		h.Type = ty
 		if _, _, err := p.Parse(AppendFrame(nil, macB, macA, &h, nil)); !errors.Is(err, ErrBadType) {
 			t.Errorf("type %d: %v", ty, err)
@@ -484,7 +485,7 @@ func TestNodeMAC(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	for ty, want := range map[Type]string{TypePush: "PUSH", TypeIPush: "IPUSH", TypePullReq: "PULLREQ", TypePullResp: "PULLRESP", TypeAck: "ACK", TypeNack: "NACK", TypePage: "PAGE", 0: "Type(0)", 8: "Type(8)"} {
+	for ty, want := range map[Type]string{TypePush: "PUSH", TypeIPush: "IPUSH", TypePullReq: "PULLREQ", TypePullResp: "PULLRESP", TypeAck: "ACK", TypeNack: "NACK", TypePage: "PAGE", 0: "Type(0)", 255: "Type(255)"} {
 		if ty.String() != want {
 			t.Errorf("Type(%d).String() = %q, want %q", uint8(ty), ty.String(), want)
 		}
@@ -495,7 +496,7 @@ func TestStrings(t *testing.T) {
 		FlagFirst | FlagLast:    "Last|First",
 		0xff:                    "PktStatus|Last|First|DirectAMT|CRC|Hold|AckValid|Signal",
 		FlagSignal | 0x8400:     "Signal|Unordered|0x8000",
-		0x1000:                  "0x1000",
+		0x8000:                  "0x8000",
 		FlagUnordered:           "Unordered",
 		FlagSack:                "Sack",
 		FlagTagged:              "Tagged",

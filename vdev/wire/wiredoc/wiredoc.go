@@ -304,7 +304,7 @@ func protoFields() []protoField {
 			fmt.Sprintf("ProtoField.bool(%s, %s, 16, nil, 0x%04x, %s)", lq(abbr), lq(d.Name), uint16(d.Flag), lq(d.Doc))})
 	}
 	for _, e := range []struct{ key, title, doc, ctor string }{
-		{"nack_code", "NACK code", "NACK: Code by name (as in the NACK code table); lets a filter such as dimmnet.nack_code == 256 pick NACKs only", "ProtoField.uint16(%s, %s, base.DEC, nack_names, nil, %s)"},
+		{"nack_code", "NACK code", fmt.Sprintf("NACK: Code by name (as in the NACK code table); lets a filter such as dimmnet.nack_code == %d pick NACKs only", wire.NackSeqErr), "ProtoField.uint16(%s, %s, base.DEC, nack_names, nil, %s)"},
 		{"sack.seq", "Selectively acked", "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)", "ProtoField.uint32(%s, %s, base.DEC, nil, nil, %s)"},
 		{"checksum.status", "Checksum status", "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)", "ProtoField.uint8(%s, %s, base.DEC, { [0] = \"Bad\", [1] = \"Good\", [2] = \"Unverified\" }, nil, %s)"},
 		{"payload", "Payload", "the PayloadLen payload bytes", "ProtoField.bytes(%s, %s, base.NONE, %s)"},

@@ -61,10 +61,19 @@ func TestGeneratedRegionsListEverything(t *testing.T) {
 		want(t, md, "`dimmnet."+Abbrev(f.Name)+"`")
 		want(t, lua, fmt.Sprintf("{ key = %q, off = %d, size = %d }", Abbrev(f.Name), f.Off, f.Size))
 	}
-	// Undefined values are said to be undefined.
-	want(t, md, "Other values (0, 8..255) are invalid")
-	want(t, md, "| 12..15 | | — | undefined")
-	want(t, md, fmt.Sprintf("| %d..255 | REFUSED(n) |", uapi.NumErrnos))
+	// Undefined values are said to be undefined: type 0, the values
+	// after the last type, the bits above the last flag, and the
+	// refusals uapi does not name.
+	want(t, md, "Other values (0, ")
+	if last := wire.TypeDocs[len(wire.TypeDocs)-1].Type; last < 255 {
+		want(t, md, fmt.Sprintf("%d..255) are invalid", last+1))
+	}
+	if top := bit(wire.FlagDocs[len(wire.FlagDocs)-1].Flag); top < 15 {
+		want(t, md, fmt.Sprintf("| %d..15 | | — | undefined", top+1))
+	}
+	if uint16(uapi.NumErrnos) <= wire.NackRefusalMax {
+		want(t, md, fmt.Sprintf("| %d..%d | REFUSED(n) |", uapi.NumErrnos, wire.NackRefusalMax))
+	}
 }
 
 func want(t *testing.T, s, sub string) {
