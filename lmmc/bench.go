@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -277,19 +278,14 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 					if m.dst != me {
 						continue
 					}
-					deadline := time.Now().Add(waitTimeout)
-					for {
-						if _, err := b.rcv.Read(uint64(m.src*ports+m.port)*ps+uint64(size-8), got); err != nil {
-							errs[me] = err
-							return
-						}
-						if binary.LittleEndian.Uint64(got) == uint64(round+1) {
-							break
-						}
-						if time.Now().After(deadline) {
-							errs[me] = fmt.Errorf("node %d round %d: message from node %d port %d: %w", me+1, round, m.src+1, m.port, ErrTimeout)
-							return
-						}
+					va := uint64(m.src*ports+m.port)*ps + uint64(size-8)
+					err := poll(func() (bool, error) {
+						_, err := b.rcv.Read(va, got)
+						return err == nil && binary.LittleEndian.Uint64(got) == uint64(round+1), err
+					})
+					if err != nil {
+						errs[me] = fmt.Errorf("node %d round %d: message from node %d port %d: %w", me+1, round, m.src+1, m.port, err)
+						return
 					}
 				}
 				for _, p := range prev {
@@ -322,6 +318,30 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 	return errors.Join(errs...)
 }
 
+// poll calls arrived until it reports true or fails, for at most
+// waitTimeout (then ErrTimeout), yielding the processor between calls.
+//
+// A receiver polls while what it waits for is being delivered by other
+// goroutines: the device engine and every node's management goroutine
+// (the paging request, PAGE_DONE, the held data). A goroutine that never
+// yields keeps its processor until the Go runtime preempts it, 10-20 ms
+// later; with more pollers than processors (4 nodes on 2 cores) every
+// paging then waited that long, and the senders' retransmission timers
+// (5 ms on the lossless link) ran out while the receiver still held
+// their data.
+func poll(arrived func() (bool, error)) error {
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if ok, err := arrived(); ok || err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return ErrTimeout
+		}
+		runtime.Gosched()
+	}
+}
+
 // paper measures the paper's figures between nodes 1 and 2 on port 0 of
 // each direction: first message against second, one-way time against
 // size (half the round trip), the warm 1-byte write routine, and the
@@ -333,18 +353,14 @@ func paper(r *BenchResult, bn []*benchNode, ps uint64) error {
 	// node 2 sends to node 1 at vpage 0 and receives from it there.
 	wait := func(p *Process, va uint64, want byte) (time.Time, error) {
 		got := []byte{0}
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			if _, err := p.Read(va, got); err != nil {
-				return time.Time{}, err
-			}
-			if got[0] == want {
-				return time.Now(), nil
-			}
-			if time.Now().After(deadline) {
-				return time.Time{}, ErrTimeout
-			}
+		err := poll(func() (bool, error) {
+			_, err := p.Read(va, got)
+			return err == nil && got[0] == want, err
+		})
+		if err != nil {
+			return time.Time{}, err
 		}
+		return time.Now(), nil
 	}
 	// First message (node 1 -> 2, first use: a fault and a page-in) and
 	// second (node 2 -> 1, also its first use of its port), one-way each,
