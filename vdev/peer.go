@@ -3,7 +3,6 @@ package vdev
 import (
 	"errors"
 
-	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/transport"
@@ -63,7 +62,7 @@ func (d *Device) peerOf(node uint16) *peer {
 		// The epoch starts from the clock, so a restarted device's packets
 		// are known for a new session by the peer that still remembers it.
 		p = &peer{node: node, pulls: map[uint32]*job{},
-			tx: transport.NewTx(&d.tcfg, &d.book, uint16(monotime.Now()>>24)),
+			tx: transport.NewTx(&d.tcfg, &d.book, uint16(d.now()>>24)),
 			rx: transport.NewRx(&d.book)}
 		d.peers[node] = p
 		d.peerList = append(d.peerList, p)
@@ -195,7 +194,7 @@ func (d *Device) flushAcks(burst bool) {
 // control applies what a frame from p says about our sending to p: its
 // piggybacked cumulative ACK, and for an ACK or NACK frame the rest.
 func (d *Device) control(p *peer, h *wire.Header) {
-	now := monotime.Now()
+	now := d.now()
 	before := p.tx.Acked()
 	if h.Type == wire.TypeNack {
 		// A refusal NACK's ACK field covers the refused packet: record the
