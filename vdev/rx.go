@@ -104,6 +104,14 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	}
 	p := d.peerOf(h.SrcNode)
 	if !retry {
+		if h.Flags&wire.FlagSeq != 0 && p.rx.Stale(h.Code) {
+			// A late data frame of a session the peer has ended: it would
+			// end the session that replaced it and place old packets again.
+			// Its ACK field is as old: it says nothing of our sending.
+			d.count(uapi.CtrDuplicates, 1)
+			d.port.Release(f)
+			return false
+		}
 		d.control(p, h)
 		switch {
 		case h.Type == wire.TypeAck:
