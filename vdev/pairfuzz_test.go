@@ -542,21 +542,46 @@ func (c *pfCmd) writes() (node int, lo, hi uint64) {
 	return 0, 0, 0
 }
 
-// concurrent reports whether a command other than x that may write byte a
-// of node n was in flight at some time since x was posted: then the
-// byte's value depends on an order nobody promised.
-func (r *pfRig) concurrent(x *pfCmd, n int, a uint64) bool {
+// excused lists the ranges in [lo, hi) of node n's link memory that a
+// command other than x, in flight at some time since x was posted, may
+// write: the value of such a byte depends on an order nobody promised.
+func (r *pfRig) excused(x *pfCmd, n int, lo, hi uint64) [][2]uint64 {
+	var out [][2]uint64
 	for _, cs := range r.cmds {
 		for _, c := range cs {
-			if c == x {
-				continue
-			}
-			if wn, lo, hi := c.writes(); wn == n && lo <= a && a < hi && (c.ended < 0 || c.ended >= x.posted) {
-				return true
+			if wn, l, h := c.writes(); c != x && wn == n && l < hi && lo < h && (c.ended < 0 || c.ended >= x.posted) {
+				out = append(out, [2]uint64{l, h})
 			}
 		}
 	}
-	return false
+	return out
+}
+
+// differs compares n bytes of node dn's link memory at da with what node
+// sn holds at sa, the bytes command x moved; it returns the first byte
+// that differs and that no command in flight with x may have written, at
+// either end (ok: none).
+func (r *pfRig) differs(x *pfCmd, dn int, da uint64, sn int, sa uint64, n uint32) (i uint64, ok bool) {
+	dst, src := r.dev[dn].lm, r.dev[sn].lm
+	end := uint64(n)
+	if bytes.Equal(dst[da:da+end], src[sa:sa+end]) {
+		return 0, true
+	}
+	ed, es := r.excused(x, dn, da, da+end), r.excused(x, sn, sa, sa+end)
+	in := func(rs [][2]uint64, a uint64) bool {
+		for _, r := range rs {
+			if r[0] <= a && a < r[1] {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range end {
+		if dst[da+i] != src[sa+i] && !in(ed, da+i) && !in(es, sa+i) {
+			return i, false
+		}
+	}
+	return 0, true
 }
 
 // checkData compares n bytes of node dn's link memory at da with what
@@ -572,14 +597,9 @@ func (r *pfRig) checkData(c *pfCmd, dn int, da uint64, sn int, sa uint64, n uint
 	if da+uint64(n) > uint64(len(dst)) || sa+uint64(n) > uint64(len(src)) {
 		r.fatalf("%s for node %d #%d names [%#x, +%d) beyond link memory", what, c.node+1, c.idx, da, n)
 	}
-	if bytes.Equal(dst[da:da+uint64(n)], src[sa:sa+uint64(n)]) {
-		return
-	}
-	for i := uint64(0); i < uint64(n); i++ {
-		if dst[da+i] != src[sa+i] && !r.concurrent(c, dn, da+i) && !r.concurrent(c, sn, sa+i) {
-			r.fatalf("%s for node %d #%d (%s %+v): byte %d at node %d %#x is %#x, node %d %#x holds %#x",
-				what, c.node+1, c.idx, c.desc.Opcode, c.desc, i, dn+1, da+i, dst[da+i], sn+1, sa+i, src[sa+i])
-		}
+	if i, ok := r.differs(c, dn, da, sn, sa, n); !ok {
+		r.fatalf("%s for node %d #%d (%s %+v): byte %d at node %d %#x is %#x, node %d %#x holds %#x",
+			what, c.node+1, c.idx, c.desc.Opcode, c.desc, i, dn+1, da+i, dst[da+i], sn+1, sa+i, src[sa+i])
 	}
 }
 
@@ -1003,12 +1023,10 @@ func (r *pfRig) final() {
 // except bytes a command posted after it, or in flight with it, may have
 // written: nothing placed it again, or placed an older one over it.
 func (r *pfRig) settled(x *pfCmd, dn int, da uint64, sn int, sa uint64) {
-	dst, src := r.dev[dn].lm, r.dev[sn].lm
-	for i := uint64(0); i < uint64(x.desc.Length); i++ {
-		if dst[da+i] != src[sa+i] && !r.concurrent(x, dn, da+i) && !r.concurrent(x, sn, sa+i) {
-			r.fatalf("at rest: node %d #%d (%s %+v) byte %d at node %d %#x is %#x, node %d %#x holds %#x",
-				x.node+1, x.idx, x.desc.Opcode, x.desc, i, dn+1, da+i, dst[da+i], sn+1, sa+i, src[sa+i])
-		}
+	if i, ok := r.differs(x, dn, da, sn, sa, x.desc.Length); !ok {
+		dst, src := r.dev[dn].lm, r.dev[sn].lm
+		r.fatalf("at rest: node %d #%d (%s %+v) byte %d at node %d %#x is %#x, node %d %#x holds %#x",
+			x.node+1, x.idx, x.desc.Opcode, x.desc, i, dn+1, da+i, dst[da+i], sn+1, sa+i, src[sa+i])
 	}
 }
 
