@@ -86,6 +86,7 @@ type pfRig struct {
 	seen     [2]uint64 // statuses read
 	log      [2][]uapi.Status
 	ring     [2][4]uint64 // each ring's END as of the last status read: where the driver frees to
+	pages    [2][]uint16  // paging requests the driver has yet to answer with PAGE_DONE, by node
 	sent     [2]map[uint64]bool
 	dataTx   [2]uint64 // data frames sent
 	resent   [2]uint64 // data frames whose (epoch, seq) had been sent before
@@ -400,6 +401,12 @@ func (r *pfRig) status(n int, s *uapi.Status) {
 		}
 		r.ring[n][s.AMT] = max(r.ring[n][s.AMT], s.End)
 		r.received(n, c, s, 0)
+	case uapi.StPageReq:
+		c := r.cmdOfImm(n, s, uapi.OpPAGE)
+		if c.rxMsgs++; c.rxMsgs > 1 || s.SrcNode != uint16(c.node+1) || s.Addr != c.desc.RemoteAddr {
+			r.fatalf("node %d PAGE_REQ %v for %+v (%d of them)", n+1, *s, c.desc, c.rxMsgs)
+		}
+		r.pages[n] = append(r.pages[n], s.SrcNode)
 	case uapi.StRingFull:
 	default:
 		r.fatalf("node %d posted an unexpected status %v", n+1, *s)
@@ -454,6 +461,10 @@ func (r *pfRig) completion(n int, s *uapi.Status) {
 			if e.needsStatus() && e.stats == 0 {
 				r.fatalf("node %d FENCE #%d done before command %d (%s) completed", n+1, c.idx, e.idx, e.desc.Opcode)
 			}
+		}
+	case uapi.OpPAGE:
+		if !r.forged && !c.refusalLost && c.rxMsgs != 1 {
+			r.fatalf("node %d DONE for PAGE #%d but node %d reported %d requests", n+1, c.idx, 2-n, c.rxMsgs)
 		}
 	case uapi.OpPUSH, uapi.OpIPUSH:
 		if r.forged || c.refusalLost {
@@ -705,11 +716,14 @@ func (r *pfRig) step(n int) bool {
 	return busy
 }
 
-// consume is node n's driver taking every status seen and freeing the
-// ring space the IPUSH statuses among them name.
+// consume is node n's driver taking every status seen, freeing the ring
+// space the IPUSH statuses among them name and answering paging requests.
 func (r *pfRig) consume(n int) {
 	d := r.dev[n]
 	d.r.Store64(uapi.RegStatqHead, r.seen[n])
+	for len(r.pages[n]) > 0 && r.post(n, uapi.Desc{Opcode: uapi.OpPAGEDONE, Flags: uapi.FlagSignal, DstNode: r.pages[n][0]}) {
+		r.pages[n] = r.pages[n][1:]
+	}
 	for k := range 2 {
 		e := d.g.AMTOff + uint64(k)*uapi.AMTSize
 		if r.ring[n][k] > d.r.Load64At(e+uapi.AMTHead) {
@@ -756,15 +770,24 @@ func (r *pfRig) fault(dir int, kind, arg byte) {
 			*q = append(*q, l[i])
 			r.limbo[dir] = append(l[:i:i], l[i+1:]...)
 		}
-	case 6: // corrupt a byte (the CRC must catch it)
-		if len(*q) > 0 {
-			f := bytes.Clone((*q)[0])
-			i := int(arg) * 7 % len(f)
-			f[i] ^= 1 << (arg % 8)
-			r.tracef("link %d->: flip a bit of byte %d", dir+1, i)
-			(*q)[0] = f
-		}
+	case 6: // corrupt a bit (the CRC must catch it)
+		r.corrupt(dir, arg, 1<<(arg%8))
 	}
+}
+
+// corrupt flips the bits mask (0: one) of a byte of the next frame on
+// wire[dir]: an error burst the CRC must catch.
+func (r *pfRig) corrupt(dir int, at, mask byte) {
+	q := &r.wire[dir]
+	if len(*q) == 0 {
+		return
+	}
+	r.disturb((*q)[0])
+	f := bytes.Clone((*q)[0])
+	i := int(at) * 7 % len(f)
+	f[i] ^= max(mask, 1)
+	r.tracef("link %d->: flip bits %#x of byte %d", dir+1, max(mask, 1), i)
+	(*q)[0] = f
 }
 
 // disturb notes that a fault lost, delayed or reordered frame f. A
@@ -784,7 +807,7 @@ func (r *pfRig) disturb(f []byte) {
 func (r *pfRig) replay(dir int, arg byte) {
 	if h := r.hist[dir]; len(h) > 0 {
 		i := int(arg) % len(h)
-		r.tracef("link %d->: replay frame %d back", dir+1, len(h)-i)
+		r.tracef("link %d->: replay the frame sent %d before the last", dir+1, i)
 		r.wire[dir] = append(r.wire[dir], h[len(h)-1-i])
 	}
 }
@@ -848,10 +871,10 @@ func (r *pfRig) run(script []byte) {
 		r.clock++
 		b := next()
 		n := int(b >> 4 & 1)
-		switch b & 15 % 12 {
+		switch b & 15 {
 		case 0, 1:
 			r.postScript(n, next(), next(), next())
-		case 2, 3, 4:
+		case 2, 3, 4, 15:
 			for range 1 + b>>5 {
 				r.tracef("step node %d", n+1)
 				r.step(n)
@@ -878,6 +901,14 @@ func (r *pfRig) run(script []byte) {
 				r.step(0)
 				r.step(1)
 			}
+		case 12: // the driver switches what a full IPUSH ring does
+			m := 1 - r.dev[n].r.Load64(uapi.RegRingFullMode)
+			r.tracef("node %d ring-full mode %d", n+1, m)
+			r.dev[n].r.Store64(uapi.RegRingFullMode, m)
+		case 13: // an LMMC paging request: the other node holds our data until its driver says PAGE_DONE
+			r.post(n, uapi.Desc{Opcode: uapi.OpPAGE, Flags: uapi.FlagSignal, DstNode: uint16(2 - n), RemoteAddr: uint64(next() % 16)})
+		case 14:
+			r.corrupt(n, next(), next())
 		}
 	}
 }
@@ -1062,15 +1093,20 @@ func (r *pfRig) untouched(n int) {
 	}
 }
 
-// pairScript plays a script on a fresh pair, lets it settle, and checks.
-func pairScript(t testing.TB, script []byte) {
+// pairScript plays a script on a fresh pair, lets it settle, and checks;
+// it returns the pair for more checks (nil: no script).
+func pairScript(t testing.TB, script []byte) *pfRig {
 	if len(script) < 2 {
-		return
+		return nil
 	}
 	r := newPfRig(t, pfDecodeConfig(script[0], script[1]))
 	r.run(script[2:])
 	r.quiesce()
 	r.final()
+	if r.trace != nil {
+		t.Logf("trace:\n%s", r.trace)
+	}
+	return r
 }
 
 // FuzzPairSequence drives a pair of devices with a script of commands,
@@ -1096,6 +1132,7 @@ func pfBegin(c0, c1 byte) pfScript { return pfScript{c0, c1} }
 func (s pfScript) cmd(n int, op, hi, ln, local, remote byte) pfScript {
 	return append(s, byte(n<<4), op|hi, ln, local|remote<<3)
 }
+
 func (s pfScript) push(n int, ln, local, remote byte) pfScript {
 	return s.cmd(n, 0, 0, ln, local, remote)
 }
@@ -1103,18 +1140,33 @@ func (s pfScript) ipush(n int, ln, local byte) pfScript { return s.cmd(n, 5, 0, 
 func (s pfScript) pull(n int, ln, local, remote byte) pfScript {
 	return s.cmd(n, 8, 0, ln, local, remote)
 }
-func (s pfScript) fence(n int) pfScript        { return s.cmd(n, 11, 0, 0, 0, 0) }
-func (s pfScript) step(n int, k byte) pfScript { return append(s, 2|byte(n<<4)|(k-1)<<5) }
-func (s pfScript) both(k byte) pfScript        { return append(s, 11, k-1) }
+func (s pfScript) fence(n int) pfScript            { return s.cmd(n, 11, 0, 0, 0, 0) }
+func (s pfScript) page(n int, frame byte) pfScript { return append(s, 13|byte(n<<4), frame) }
+
+// step steps node n k times.
+func (s pfScript) step(n int, k byte) pfScript {
+	for ; k > 8; k -= 8 {
+		s = append(s, 2|byte(n<<4)|7<<5)
+	}
+	return append(s, 2|byte(n<<4)|(k-1)<<5)
+}
+
+// both steps both nodes k (at most 32) times.
+func (s pfScript) both(k byte) pfScript { return append(s, 11, k-1) }
+
 func (s pfScript) fault(dir int, kind, arg byte) pfScript {
 	return append(s, 6|byte(dir<<4), kind, arg)
+}
+func (s pfScript) corrupt(dir int, at, mask byte) pfScript {
+	return append(s, 14|byte(dir<<4), at, mask)
 }
 func (s pfScript) forge(dir int, kind, a, b byte) pfScript {
 	return append(s, 7|byte(dir<<4), kind, a, b)
 }
+func (s pfScript) replay(dir int, arg byte) pfScript { return append(s, 10|byte(dir<<4), arg) }
 func (s pfScript) advance(i byte) pfScript           { return append(s, 8|i<<5) }
 func (s pfScript) consume(n int) pfScript            { return append(s, 9|byte(n<<4)) }
-func (s pfScript) replay(dir int, arg byte) pfScript { return append(s, 10|byte(dir<<4), arg) }
+func (s pfScript) ringMode(n int) pfScript           { return append(s, 12|byte(n<<4)) }
 
 // Fault kinds for pfScript.fault.
 const (
@@ -1157,5 +1209,27 @@ func pfSeeds() [][]byte {
 			forge(1, 3, 0, 0).forge(1, 4, 1, 5).step(0, 1).both(20),
 		// a late replay of an old frame
 		pfBegin(c0, c1).push(0, 4, 0, 0).both(5).replay(0, 0).push(0, 4, 1, 0).both(5),
+		// a paging request holds the data behind it until PAGE_DONE
+		pfBegin(c0, c1).page(0, 3).push(0, 6, 0, 0).both(6).consume(1).both(10),
+		// the driver switches a full ring from hold to NACK and back
+		pfBegin(0x46, 0x24).ipush(0, 6, 0).ipush(0, 6, 1).ipush(0, 6, 2).both(5).ringMode(1).both(5).
+			consume(1).ringMode(1).both(5).consume(1).both(5),
+	}
+}
+
+// A late frame of a session the sender gave up is dropped: the receiver
+// neither returns to that session nor places its packets again (it did,
+// and reported the PUSH complete twice).
+func TestPairLateFrameOfEndedSession(t *testing.T) {
+	s := pfBegin(0x41, 0x26)                                // window 4, UNREACHABLE after 2 timeouts
+	s = s.push(0, 0, 0, 0).step(0, 1).step(1, 1)            // placed and reported
+	s = s.fault(1, pfDrop, 0).advance(4).step(0, 6)         // its ACK lost: resent
+	s = s.step(1, 1).fault(1, pfDrop, 0)                    // a duplicate, its ACK lost again
+	s = s.advance(5).step(0, 6).advance(6).step(0, 12)      // UNREACHABLE: the session ends
+	s = s.push(0, 0, 1, 1).step(0, 1).step(1, 2).step(0, 1) // the next PUSH, in a new session
+	s = s.replay(0, 2).step(1, 2).both(4)                   // the first frame again, late
+	r := pairScript(t, s)
+	if n := r.dev[1].r.Counter(uapi.CtrDuplicates); n != 2 {
+		t.Fatalf("node 2 counted %d duplicates, want 2 (the resend, and the late frame dropped)", n)
 	}
 }
