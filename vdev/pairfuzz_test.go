@@ -1233,3 +1233,21 @@ func TestPairLateFrameOfEndedSession(t *testing.T) {
 		t.Fatalf("node 2 counted %d duplicates, want 2 (the resend, and the late frame dropped)", n)
 	}
 }
+
+// A bit error that clears a frame's CRC flag leaves nothing to check it
+// by: on a medium that needs checksums such a frame is dropped as a CRC
+// failure and comes again, instead of being taken as it arrived (without
+// First: discarded yet acknowledged, the PUSH DONE with nothing placed;
+// without Last: refused, the PUSH failed for a link error).
+func TestPairCorruptedCRCFlag(t *testing.T) {
+	// byte 76*7 % 86 = 16 of the 8-byte PUSH's 86-byte frame: its flags' low byte
+	for _, mask := range []byte{0x10, 0x12, 0x14, 0x11, 0x90} {
+		r := pairScript(t, pfBegin(0x46, 0x26).push(0, 0, 0, 0).step(0, 1).corrupt(0, 76, mask).both(10))
+		if n := r.dev[1].r.Counter(uapi.CtrCRCFail); n != 1 {
+			t.Fatalf("flags ^ %#x: node 2 counted %d CRC failures, want 1", mask, n)
+		}
+		if c := r.cmds[0][0]; c.err != uapi.EOK || c.stats != 1 || c.rxMsgs != 1 {
+			t.Fatalf("flags ^ %#x: the PUSH ended with %v after %d statuses, reported %d times", mask, c.err, c.stats, c.rxMsgs)
+		}
+	}
+}

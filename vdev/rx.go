@@ -82,6 +82,12 @@ func (d *Device) pollRx() bool {
 // carrying ACKs and other peers' frames.
 func (d *Device) handle(f []byte, retry bool) bool {
 	h, payload, err := d.parser.Parse(f)
+	if err == nil && d.crc && h.Flags&wire.FlagCRC == 0 {
+		// On a medium that needs checksums every frame carries one: this
+		// one had its CRC flag flipped on the way, and nothing else of it
+		// is known intact.
+		err = wire.ErrChecksum
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, wire.ErrNotDimmnet):
