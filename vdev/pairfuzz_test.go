@@ -1167,6 +1167,11 @@ func (s pfScript) ipush(n int, ln, local byte) pfScript { return s.cmd(n, 5, 0, 
 func (s pfScript) pull(n int, ln, local, remote byte) pfScript {
 	return s.cmd(n, 8, 0, ln, local, remote)
 }
+
+// pushOutside posts a PUSH to the other node's PULL area: outside its
+// window, refused there.
+func (s pfScript) pushOutside(n int, ln byte) pfScript { return append(s, byte(n<<4), 0, ln, 0xc1) }
+
 func (s pfScript) fence(n int) pfScript            { return s.cmd(n, 11, 0, 0, 0, 0) }
 func (s pfScript) page(n int, frame byte) pfScript { return append(s, 13|byte(n<<4), frame) }
 
@@ -1258,6 +1263,24 @@ func TestPairLateFrameOfEndedSession(t *testing.T) {
 	r := pairScript(t, s)
 	if n := r.dev[1].r.Counter(uapi.CtrDuplicates); n != 2 {
 		t.Fatalf("node 2 counted %d duplicates, want 2 (the resend, and the late frame dropped)", n)
+	}
+}
+
+// A refusal the link had no room for waits among the control frames
+// owed, and no frame that leaves before it may acknowledge the refused
+// packet: node 2's PULL response (served before owed frames are
+// flushed) and its Hold NACK (owed first) did, and node 1's PUSH outside
+// the window completed DONE though nothing was placed.
+func TestPairRefusalOwedBehindFullLink(t *testing.T) {
+	s := pfBegin(0x46, 0x02)                                       // window 8; 64-byte packets, 3 frames a way
+	s = s.page(0, 0).pull(0, 0, 0, 6).pushOutside(0, 0).step(0, 1) // node 1: a paging request, then data it holds
+	s = s.push(1, 4, 0, 0).step(1, 1)                              // node 2 fills the link to node 1
+	s = s.consume(1).step(1, 2)                                    // PAGE_DONE: the held PULL is served, link full
+	s = s.step(0, 1).advance(3).step(0, 6)                         // node 1 resends the refused PUSH
+	s = s.step(1, 1).step(0, 1).both(10)                           // refused behind the owed Hold NACK
+	r := pairScript(t, s)
+	if c := r.cmds[0][2]; c.err != uapi.ERemoteAddr || c.stats != 1 {
+		t.Fatalf("the PUSH outside the window ended %v after %d statuses, want REMOTE_ADDR", c.err, c.stats)
 	}
 }
 

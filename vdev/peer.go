@@ -83,7 +83,7 @@ type ctl struct {
 func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
 	if ack, ok := p.rx.AckField(); ok {
 		h.Flags |= wire.FlagAckValid
-		h.Ack = ack
+		h.Ack = owedRefusal(p, h, ack)
 	}
 	if d.crc {
 		h.Flags |= wire.FlagCRC
@@ -108,6 +108,20 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 		p.rx.AckSent(h.Flags&wire.FlagSack != 0 || h.Type == wire.TypeNack && h.Code == wire.NackSeqErr)
 	}
 	return nil
+}
+
+// owedRefusal caps an ACK field below the first refusal still owed to p
+// (the link was full), other than the refusal h is: a frame that left
+// before the refusal and acknowledged the refused packet would complete
+// the refused command as if it had been placed.
+func owedRefusal(p *peer, h *wire.Header, ack uint32) uint32 {
+	for _, c := range p.owedCtl {
+		refusal := c.typ == wire.TypeNack && c.code != wire.NackRetry && c.code <= wire.NackRefusalMax
+		if refusal && !(h.Type == wire.TypeNack && h.Seq == c.seq && h.Code == c.code) && seqLE(c.seq, ack) {
+			return c.seq - 1
+		}
+	}
+	return ack
 }
 
 // sendCtl sends a NACK now or keeps it for a later pass when the link is
