@@ -128,6 +128,8 @@ type Device struct {
 	respJobs int    // PULL responses not yet fully acknowledged
 	owed     int    // control frames owed to peers (link was full)
 	pass     uint64 // engine passes, to age owed ACKs
+
+	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -365,6 +367,16 @@ func (d *Device) Close() error {
 }
 
 func (d *Device) count(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }
+
+// now reads the clock the transport's timers run on: the monotonic clock,
+// or a test's virtual one, so a test stepping devices by hand decides
+// when a timer runs out instead of racing the machine's speed.
+func (d *Device) now() int64 {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return monotime.Now()
+}
 
 func (d *Device) stamp(i int) {
 	d.r.Store64(uapi.RegTrace+8*uint32(i), uint64(monotime.Now()))

@@ -81,7 +81,7 @@ func (d *Device) step(now *int64) bool {
 	busy := d.pollRx()
 	if d.book.Timers > 0 || d.book.Resends > 0 {
 		if *now == 0 {
-			*now = monotime.Now()
+			*now = d.now()
 		}
 		busy = d.retransmit(*now) || busy
 	}

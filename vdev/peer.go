@@ -3,7 +3,6 @@ package vdev
 import (
 	"errors"
 
-	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/transport"
@@ -62,7 +61,7 @@ func (d *Device) peerOf(node uint16) *peer {
 		// The epoch starts from the clock, so a restarted device's packets
 		// are known for a new session by the peer that still remembers it.
 		p = &peer{node: node, pulls: map[uint32]*job{},
-			tx: transport.NewTx(&d.tcfg, &d.book, uint16(monotime.Now()>>24)),
+			tx: transport.NewTx(&d.tcfg, &d.book, uint16(d.now()>>24)),
 			rx: transport.NewRx(&d.book)}
 		d.peers[node] = p
 		d.peerList = append(d.peerList, p)
@@ -83,7 +82,7 @@ type ctl struct {
 func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
 	if ack, ok := p.rx.AckField(); ok {
 		h.Flags |= wire.FlagAckValid
-		h.Ack = ack
+		h.Ack = owedRefusal(p, h, ack)
 	}
 	if d.crc {
 		h.Flags |= wire.FlagCRC
@@ -108,6 +107,20 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 		p.rx.AckSent(h.Flags&wire.FlagSack != 0 || h.Type == wire.TypeNack && h.Code == wire.NackSeqErr)
 	}
 	return nil
+}
+
+// owedRefusal caps an ACK field below the first refusal still owed to p
+// (the link was full), other than the refusal h is: a frame that left
+// before the refusal and acknowledged the refused packet would complete
+// the refused command as if it had been placed.
+func owedRefusal(p *peer, h *wire.Header, ack uint32) uint32 {
+	for _, c := range p.owedCtl {
+		refusal := c.typ == wire.TypeNack && c.code != wire.NackRetry && c.code <= wire.NackRefusalMax
+		if refusal && !(h.Type == wire.TypeNack && h.Seq == c.seq && h.Code == c.code) && seqLE(c.seq, ack) {
+			return c.seq - 1
+		}
+	}
+	return ack
 }
 
 // sendCtl sends a NACK now or keeps it for a later pass when the link is
@@ -194,7 +207,7 @@ func (d *Device) flushAcks(burst bool) {
 // control applies what a frame from p says about our sending to p: its
 // piggybacked cumulative ACK, and for an ACK or NACK frame the rest.
 func (d *Device) control(p *peer, h *wire.Header) {
-	now := monotime.Now()
+	now := d.now()
 	before := p.tx.Acked()
 	if h.Type == wire.TypeNack {
 		// A refusal NACK's ACK field covers the refused packet: record the

@@ -82,6 +82,12 @@ func (d *Device) pollRx() bool {
 // carrying ACKs and other peers' frames.
 func (d *Device) handle(f []byte, retry bool) bool {
 	h, payload, err := d.parser.Parse(f)
+	if err == nil && d.crc && h.Flags&wire.FlagCRC == 0 {
+		// On a medium that needs checksums every frame carries one: this
+		// one had its CRC flag flipped on the way, and nothing else of it
+		// is known intact.
+		err = wire.ErrChecksum
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, wire.ErrNotDimmnet):
@@ -104,6 +110,14 @@ func (d *Device) handle(f []byte, retry bool) bool {
 	}
 	p := d.peerOf(h.SrcNode)
 	if !retry {
+		if h.Flags&wire.FlagSeq != 0 && p.rx.Stale(h.Code) {
+			// A late data frame of a session the peer has ended: it would
+			// end the session that replaced it and place old packets again.
+			// Its ACK field is as old: it says nothing of our sending.
+			d.count(uapi.CtrDuplicates, 1)
+			d.port.Release(f)
+			return false
+		}
 		d.control(p, h)
 		switch {
 		case h.Type == wire.TypeAck:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/transport"
@@ -340,7 +339,7 @@ func (d *Device) advance(p *peer) bool {
 			return busy
 		}
 		busy = true
-		p.tx.Sent(monotime.Now())
+		p.tx.Sent(d.now())
 		p.sent = append(p.sent, e)
 		j.off += max(n, 1)
 		if e.last {
@@ -353,7 +352,7 @@ func (d *Device) advance(p *peer) bool {
 // blocked handles a new packet to p refused by a full link: a link that
 // stays full for a timeout counts as one (see transport.Tx.Blocked).
 func (d *Device) blocked(p *peer) {
-	switch p.tx.Blocked(monotime.Now()) {
+	switch p.tx.Blocked(d.now()) {
 	case transport.TimedOut:
 		d.count(uapi.CtrTimeouts, 1)
 	case transport.Unreachable:
@@ -520,7 +519,7 @@ func (d *Device) serveResponses() bool {
 					}
 					return busy
 				}
-				p.tx.Sent(monotime.Now())
+				p.tx.Sent(d.now())
 				p.sent = append(p.sent, e)
 				r.off += n
 				if e.last {

@@ -25,6 +25,9 @@ type Rx struct {
 	ackDue  bool   // an ACK (a gap NACK while gap) is owed
 	ackPass uint64 // the engine pass that made it due
 	since   int    // packets that made it due since the last one left
+
+	left  [4]uint16 // epochs of the last sessions left, most recent first
+	nLeft int
 }
 
 // NewRx makes the receiving half; the first data packet's epoch opens the
@@ -39,9 +42,33 @@ func (r *Rx) Session(epoch uint16) bool {
 	if r.known && epoch == r.epoch {
 		return false
 	}
+	if r.known {
+		copy(r.left[1:], r.left[:])
+		r.left[0], r.nLeft = r.epoch, min(r.nLeft+1, len(r.left))
+	}
 	r.epoch, r.known = epoch, true
 	r.expect, r.gotAny, r.placed, r.gap = 1, false, 0, false
 	return true
+}
+
+// Stale reports whether epoch is that of a session the sender has since
+// replaced (one of the last few): a frame of it arrived late, delayed or
+// duplicated on the way, and must be dropped before it reaches Session,
+// which would take it for a new session, end the current one and accept
+// the late packets, placing again what the current session placed. A
+// sender never returns to an epoch it left (Tx.Reset counts up; a
+// restarted device takes one from the clock, and in the rare case that
+// is a recent one its packets are dropped until its timeouts move it on).
+func (r *Rx) Stale(epoch uint16) bool {
+	if !r.known || epoch == r.epoch {
+		return false
+	}
+	for _, e := range r.left[:r.nLeft] {
+		if e == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // StartAt opens session epoch expecting seq next (the counterpart of

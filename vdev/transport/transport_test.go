@@ -270,3 +270,26 @@ func TestWrap(t *testing.T) {
 		t.Fatal("receiver comparisons broken by the wrap")
 	}
 }
+
+// A late frame of a session the sender has replaced is stale: taking it
+// for yet another new session would end the current one and accept its
+// numbers again (a message placed and reported twice).
+func TestReceiverStaleSession(t *testing.T) {
+	rx := NewRx(&Book{})
+	if rx.Stale(7) || !rx.Session(7) {
+		t.Fatal("the first epoch opens a session")
+	}
+	rx.Accept(1)
+	if rx.Stale(7) {
+		t.Fatal("the current epoch is not stale")
+	}
+	if !rx.Session(8) || !rx.Stale(7) || rx.Stale(8) || rx.Stale(9) {
+		t.Fatal("after 7 -> 8, 7 is stale and 8, 9 are not")
+	}
+	for e := uint16(9); e <= 12; e++ {
+		rx.Session(e)
+	}
+	if !rx.Stale(8) || !rx.Stale(11) || rx.Stale(7) {
+		t.Fatal("the last four epochs left are stale, older ones forgotten")
+	}
+}
