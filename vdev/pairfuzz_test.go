@@ -1301,3 +1301,15 @@ func TestPairCorruptedCRCFlag(t *testing.T) {
 		}
 	}
 }
+
+// nextDeadline is the earliest retransmission deadline of any of d's
+// peers (0: none), so the quiesce phase can jump the clock to it.
+func (d *Device) nextDeadline() int64 {
+	var at int64
+	for _, p := range d.peerList {
+		if t := p.tx.Deadline(); t != 0 && (at == 0 || t < at) {
+			at = t
+		}
+	}
+	return at
+}
