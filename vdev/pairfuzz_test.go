@@ -695,6 +695,13 @@ func (r *pfRig) invariants(n int) {
 	case d.statTail-d.r.Load64(uapi.RegStatqHead) > d.g.StatqEntries:
 		r.fatalf("node %d: status tail %d overran the driver's head %d", n+1, d.statTail, d.r.Load64(uapi.RegStatqHead))
 	}
+	for k := range 2 {
+		e := d.g.AMTOff + uint64(k)*uapi.AMTSize
+		head, tail, size := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail), d.r.Load64At(e+uapi.AMTCfg)&0xffffffff
+		if tail-head > size {
+			r.fatalf("node %d ring %d: tail %d overran the head %d (%d bytes)", n+1, k, tail, head, size)
+		}
+	}
 	c := func(k uapi.Counter) uint64 { return d.r.Counter(k) }
 	switch {
 	case c(uapi.CtrRetransmits) < c(uapi.CtrRetxGap)+c(uapi.CtrRetxTimeout):
