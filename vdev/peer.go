@@ -41,8 +41,7 @@ type rxMsg struct {
 	open   bool
 	id     uint32
 	typ    wire.Type
-	broken bool   // a packet of it was refused: the rest is discarded, no completion
-	amt    uint16 // IPUSH: the ring it is placed in
+	broken bool // a packet of it was refused: the rest is discarded, no completion
 }
 
 // sentPkt is what one sequence number carries, to encode it again.
