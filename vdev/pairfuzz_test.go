@@ -1151,6 +1151,11 @@ func pairScript(t testing.TB, script []byte) *pfRig {
 // engine passes, time and link faults (loss, duplication, reordering,
 // corruption, late replays, forged control frames), checking the
 // transport's invariants after every step and once the pair is at rest.
+// Without -fuzz it replays the seeds and testdata; a crasher's script is
+// deterministic (virtual clock), and DIMMNET_PFTRACE=1 logs what it did:
+//
+//	go test -run '^$' -fuzz=FuzzPairSequence -fuzztime=10m ./vdev/
+//	DIMMNET_PFTRACE=1 go test -run FuzzPairSequence/<name> ./vdev/
 func FuzzPairSequence(f *testing.F) {
 	for _, s := range pfSeeds() {
 		f.Add(s)
