@@ -27,7 +27,7 @@ const (
 	pfPull     = 32 << 10   // PULL destinations
 	pfRing     = 48 << 10   // IPUSH rings, pfRingStep apart
 	pfRingStep = 4 << 10    // ring k is at pfRing + k*pfRingStep
-	pfRingSize = 2048       // bytes per ring
+	pfRingSize = 2048       // bytes per ring (at most)
 	pfInit     = 64 << 10   // link memory below starts patterned, above it zero
 	pfSlot     = 1 << 10    // command addresses are slots this far apart
 	pfTag      = 0x5a << 56 // command immediates: pfTag | node<<48 | index
@@ -142,10 +142,11 @@ func (p *pfPort) Recv() []byte {
 
 // pfConfig is what a script's first two bytes choose.
 type pfConfig struct {
-	cfg     Config
-	payload int
-	depth   int
-	winSize uint64
+	cfg      Config
+	payload  int
+	depth    int
+	winSize  uint64
+	ringSize uint64
 }
 
 func pfDecodeConfig(c0, c1 byte) pfConfig {
@@ -163,6 +164,9 @@ func pfDecodeConfig(c0, c1 byte) pfConfig {
 		payload: []int{64, 128, 128, 256}[c1>>2&3],
 		depth:   []int{3, 8, 64, 64}[c1>>4&3],
 		winSize: []uint64{16 << 10, 16 << 10, 8 << 10, 16 << 10}[c1>>6&3],
+		// a 1536-byte ring cannot keep a 1000-byte message whole from
+		// every position: its status says where it wrapped
+		ringSize: []uint64{pfRingSize, pfRingSize, pfRingSize, 1536}[c1>>6&3],
 	}
 }
 
@@ -192,7 +196,7 @@ func newPfRig(t testing.TB, pc pfConfig) *pfRig {
 			e := d.g.AMTOff + uint64(k)*uapi.AMTSize
 			d.r.Store64At(e+uapi.AMTBase, base)
 			if k != 2 {
-				d.r.Store64At(e+uapi.AMTCfg, pfRingSize|uint64(uapi.AMTFlagValid)<<32)
+				d.r.Store64At(e+uapi.AMTCfg, pc.ringSize|uint64(uapi.AMTFlagValid)<<32)
 			}
 		}
 		d.amtat[0], d.amtat[2] = uapi.AMTATValid, uapi.AMTATValid|1 // rings 0 and 1
@@ -691,6 +695,13 @@ func (r *pfRig) invariants(n int) {
 	case d.statTail-d.r.Load64(uapi.RegStatqHead) > d.g.StatqEntries:
 		r.fatalf("node %d: status tail %d overran the driver's head %d", n+1, d.statTail, d.r.Load64(uapi.RegStatqHead))
 	}
+	for k := range 2 {
+		e := d.g.AMTOff + uint64(k)*uapi.AMTSize
+		head, tail, size := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail), d.r.Load64At(e+uapi.AMTCfg)&0xffffffff
+		if tail-head > size {
+			r.fatalf("node %d ring %d: tail %d overran the head %d (%d bytes)", n+1, k, tail, head, size)
+		}
+	}
 	c := func(k uapi.Counter) uint64 { return d.r.Counter(k) }
 	switch {
 	case c(uapi.CtrRetransmits) < c(uapi.CtrRetxGap)+c(uapi.CtrRetxTimeout):
@@ -1140,6 +1151,11 @@ func pairScript(t testing.TB, script []byte) *pfRig {
 // engine passes, time and link faults (loss, duplication, reordering,
 // corruption, late replays, forged control frames), checking the
 // transport's invariants after every step and once the pair is at rest.
+// Without -fuzz it replays the seeds and testdata; a crasher's script is
+// deterministic (virtual clock), and DIMMNET_PFTRACE=1 logs what it did:
+//
+//	go test -run '^$' -fuzz=FuzzPairSequence -fuzztime=10m ./vdev/
+//	DIMMNET_PFTRACE=1 go test -run FuzzPairSequence/<name> ./vdev/
 func FuzzPairSequence(f *testing.F) {
 	for _, s := range pfSeeds() {
 		f.Add(s)
@@ -1243,6 +1259,10 @@ func pfSeeds() [][]byte {
 		pfBegin(c0, c1).push(0, 4, 0, 0).both(5).replay(0, 0).push(0, 4, 1, 0).both(5),
 		// a paging request holds the data behind it until PAGE_DONE
 		pfBegin(c0, c1).page(0, 3).push(0, 6, 0, 0).both(6).consume(1).both(10),
+		// a per-message IPUSH that cannot be kept whole wraps, and says where
+		pfBegin(0x46, 0xe6).ipush(0, 14, 0).ipush(0, 12, 1).both(4).consume(1).ipush(0, 6, 2).both(6),
+		// a burst of bit errors in a frame's flags
+		pfBegin(c0, c1).push(0, 0, 0, 0).step(0, 1).corrupt(0, 76, 0x14).both(10),
 		// the driver switches a full ring from hold to NACK and back
 		pfBegin(0x46, 0x24).ipush(0, 6, 0).ipush(0, 6, 1).ipush(0, 6, 2).both(5).ringMode(1).both(5).
 			consume(1).ringMode(1).both(5).consume(1).both(5),
