@@ -1,0 +1,263 @@
+// Package shmring is the shared-memory medium between processes of one
+// host: one single-producer single-consumer frame ring per ordered pair of
+// processes, in a memfd the producer creates and the consumer maps
+// read-only, so each side writes only memory it owns and a peer's bug can
+// corrupt what we read but never what we write.
+//
+// A Segment is what one process creates for one peer: its transmit ring to
+// that peer (the tail it publishes, the slots it fills) and its receive
+// state for the peer's ring to it (the head it has consumed, the word that
+// says it sleeps). The peer maps the Segment read-only as a Remote. The
+// model is gVisor's pkg/tcpip/link/sharedmem: indexes the other side
+// writes are read atomically and bounds-checked, a frame is copied out of
+// the ring before anyone looks at it (the producer could still rewrite it:
+// no double fetch), and the producer signals the consumer's eventfd only
+// when the consumer said it sleeps.
+package shmring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Layout of a segment. Each index the two sides write sits on a cache line
+// of its own: a store to one does not pull the other's line away.
+const (
+	magic     = 0x474e5252_4d4d4944 // "DIMMRRNG" little-endian
+	version   = 1
+	offMagic  = 0  // u64, stored last at creation
+	offVer    = 8  // u32
+	offSlots  = 12 // u32: slots in the ring, a power of two
+	offSlotSz = 16 // u32: bytes per slot, length word included
+	offTail   = 64
+	offHead   = 128
+	offSleep  = 192
+	offClosed = 256
+	// HeaderSize is the bytes before the first slot.
+	HeaderSize = 4096
+	lenWord    = 8 // each slot starts with the frame length (u32) and padding
+	seals      = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+)
+
+// Errors a caller tests for.
+var (
+	// ErrFull: the ring has no free slot now; try again later.
+	ErrFull = errors.New("shmring: ring full")
+	// ErrCorrupt: an index or length the peer wrote is out of range (it
+	// died in the middle of a write, or it is broken). The ring cannot be
+	// trusted any more: take the link to that peer down.
+	ErrCorrupt = errors.New("shmring: peer index or length out of range")
+	// ErrTooBig: the frame does not fit in a slot.
+	ErrTooBig = errors.New("shmring: frame larger than a slot")
+	// ErrBadSegment: the memory a peer sent is not a segment we can use
+	// safely (wrong magic, version, size, or not sealed against shrinking).
+	ErrBadSegment = errors.New("shmring: not a usable ring segment")
+)
+
+// Size is the bytes a segment of slots slots of slotSize bytes takes.
+func Size(slots, slotSize int) int { return HeaderSize + slots*slotSize }
+
+// Segment is a segment this process owns and writes.
+type Segment struct {
+	mem      []byte
+	fd       int
+	slots    uint64
+	slotSize int
+	tail     uint64 // our copy of what we published
+	head     uint64 // our copy of what we consumed
+}
+
+// Create makes a sealed memfd segment with slots slots (a power of two)
+// each carrying frames of up to maxFrame bytes.
+func Create(name string, slots, maxFrame int) (*Segment, error) {
+	if slots < 2 || slots&(slots-1) != 0 || maxFrame < 1 || maxFrame > 1<<24 {
+		return nil, fmt.Errorf("shmring: create %s: %d slots of %d bytes: slots must be a power of two >= 2, frames 1..16 MiB", name, slots, maxFrame)
+	}
+	slotSize := (maxFrame + lenWord + 63) &^ 63
+	size := Size(slots, slotSize)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("shmring: memfd %s: %w", name, err)
+	}
+	fail := func(what string, err error) (*Segment, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shmring: %s %s: %w", what, name, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("size", err)
+	}
+	// Sealed: a peer that maps it can rely on its size (no SIGBUS from a
+	// shrink), and we cannot be asked to grow it either.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return fail("seal", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("map", err)
+	}
+	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize}
+	binary.LittleEndian.PutUint32(mem[offVer:], version)
+	binary.LittleEndian.PutUint32(mem[offSlots:], uint32(slots))
+	binary.LittleEndian.PutUint32(mem[offSlotSz:], uint32(slotSize))
+	atomic.StoreUint64(s.word(offMagic), magic) // last: a mapper that sees it sees the header
+	return s, nil
+}
+
+func (s *Segment) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
+
+// FD is the memfd to hand the peer (it stays ours; the peer dups it on receipt).
+func (s *Segment) FD() int { return s.fd }
+
+// MaxFrame is the largest frame a slot holds.
+func (s *Segment) MaxFrame() int { return s.slotSize - lenWord }
+
+// Close unmaps the segment and closes its fd; a peer keeps its own mapping.
+func (s *Segment) Close() error {
+	if s.mem == nil {
+		return nil
+	}
+	atomic.StoreUint64(s.word(offClosed), 1)
+	err := errors.Join(unix.Munmap(s.mem), unix.Close(s.fd))
+	s.mem = nil
+	return err
+}
+
+// SetSleeping says whether this side, as a consumer, sleeps and must be
+// signalled: store it, then look at the ring once more before sleeping
+// (the producer stores its tail, then loads this word: one of the two sees
+// the other).
+func (s *Segment) SetSleeping(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	atomic.StoreUint64(s.word(offSleep), v)
+}
+
+// Remote is a peer's segment, mapped read-only.
+type Remote struct {
+	mem      []byte
+	slots    uint64
+	slotSize int
+}
+
+// Map maps a peer's segment read-only after checking that it is one: sealed
+// against shrinking (or the peer could make us die of SIGBUS), of the size
+// its header states, with our magic and version. fd stays the caller's.
+func Map(fd int) (*Remote, error) {
+	got, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shmring: seals of fd %d: %w: %w", fd, ErrBadSegment, err)
+	}
+	if got&unix.F_SEAL_SHRINK == 0 {
+		return nil, fmt.Errorf("shmring: fd %d can shrink under us: %w", fd, ErrBadSegment)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shmring: stat fd %d: %w", fd, err)
+	}
+	if st.Size < HeaderSize || st.Size > 1<<32 {
+		return nil, fmt.Errorf("shmring: fd %d of %d bytes: %w", fd, st.Size, ErrBadSegment)
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shmring: map fd %d: %w", fd, err)
+	}
+	r := &Remote{mem: mem}
+	m := atomic.LoadUint64(r.word(offMagic))
+	v := binary.LittleEndian.Uint32(mem[offVer:])
+	slots := uint64(binary.LittleEndian.Uint32(mem[offSlots:]))
+	slotSize := int(binary.LittleEndian.Uint32(mem[offSlotSz:]))
+	if m != magic || v != version || slots < 2 || slots&(slots-1) != 0 || slotSize <= lenWord || slotSize%8 != 0 ||
+		int64(Size(int(slots), slotSize)) != st.Size {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("shmring: fd %d: magic %#x version %d, %d slots of %d bytes in %d: %w", fd, m, v, slots, slotSize, st.Size, ErrBadSegment)
+	}
+	r.slots, r.slotSize = slots, slotSize // read once: later writes to the header change nothing here
+	return r, nil
+}
+
+func (r *Remote) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+// Close unmaps the peer's segment.
+func (r *Remote) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	return err
+}
+
+// Closed reports whether the peer closed its segment on purpose.
+func (r *Remote) Closed() bool { return atomic.LoadUint64(r.word(offClosed)) != 0 }
+
+// Pair is one direction each way with one peer: we produce into mine and
+// consume from theirs.
+type Pair struct {
+	Mine   *Segment
+	Theirs *Remote
+}
+
+// Put copies head and payload into the next slot as one frame and
+// publishes it. It reports whether the peer sleeps and must be signalled.
+func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
+	s := p.Mine
+	n := len(head) + len(payload)
+	if n > s.slotSize-lenWord {
+		return false, fmt.Errorf("shmring: frame of %d bytes, slots hold %d: %w", n, s.slotSize-lenWord, ErrTooBig)
+	}
+	h := atomic.LoadUint64(p.Theirs.word(offHead))
+	switch used := s.tail - h; {
+	case used > s.slots: // ahead of our tail, or more than a ring behind it
+		return false, fmt.Errorf("shmring: peer head %d, our tail %d: %w", h, s.tail, ErrCorrupt)
+	case used == s.slots:
+		return false, ErrFull
+	}
+	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize
+	binary.LittleEndian.PutUint32(s.mem[off:], uint32(n))
+	copy(s.mem[off+lenWord+copy(s.mem[off+lenWord:], head):], payload)
+	s.tail++
+	atomic.StoreUint64(s.word(offTail), s.tail) // publishes the slot
+	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0, nil
+}
+
+// Pending reports whether a frame waits to be taken.
+// It may be called from any goroutine (it reads our head as published).
+func (p *Pair) Pending() bool {
+	return atomic.LoadUint64(p.Theirs.word(offTail)) != atomic.LoadUint64(p.Mine.word(offHead))
+}
+
+// Get copies the next frame into dst (its capacity must hold a slot's
+// frame) and frees its slot. It returns nil when none waits; ErrCorrupt
+// when the peer's tail or the slot's length is out of range.
+func (p *Pair) Get(dst []byte) ([]byte, error) {
+	s, r := p.Mine, p.Theirs
+	t := atomic.LoadUint64(r.word(offTail))
+	if t == s.head {
+		return nil, nil
+	}
+	if t-s.head > r.slots {
+		return nil, fmt.Errorf("shmring: peer tail %d, our head %d: %w", t, s.head, ErrCorrupt)
+	}
+	off := HeaderSize + int(s.head&(r.slots-1))*r.slotSize
+	n := int(binary.LittleEndian.Uint32(r.mem[off:])) // read once
+	if n > r.slotSize-lenWord {
+		return nil, fmt.Errorf("shmring: slot %d says %d bytes, slots hold %d: %w", s.head, n, r.slotSize-lenWord, ErrCorrupt)
+	}
+	if n > cap(dst) {
+		return nil, fmt.Errorf("shmring: frame of %d bytes, buffer holds %d: %w", n, cap(dst), ErrTooBig)
+	}
+	f := append(dst[:0], r.mem[off+lenWord:off+lenWord+n]...)
+	s.head++
+	atomic.StoreUint64(s.word(offHead), s.head) // the slot is the producer's again
+	return f, nil
+}
+
+// MaxFrame is the largest frame the peer's slots carry to us.
+func (r *Remote) MaxFrame() int { return r.slotSize - lenWord }
