@@ -93,6 +93,7 @@ type Device struct {
 	port    link.Port
 	vec     link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
 	backlog link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
+	parker  link.Parker       // the port's peers signal it only while the engine sleeps
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
 	crc                         bool
@@ -130,6 +131,7 @@ type Device struct {
 	pass     uint64 // engine passes, to age owed ACKs
 
 	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
+	gone  downs        // peers the port saw go away, for the next pass
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -239,6 +241,7 @@ func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
 	d.backlog, _ = p.(link.Backlogger)
+	d.parker, _ = p.(link.Parker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
 	if c, ok := p.(interface{ Dropped() uint64 }); ok {
 		d.linkRxDropped = c.Dropped
@@ -248,6 +251,9 @@ func (d *Device) AttachPort(p link.Port) {
 	}
 	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
 		d.tcfg.RTOFloor = transport.LosslessRTO
+	}
+	if w, ok := p.(link.PeerWatcher); ok {
+		w.SetPeerDown(d.gone.add)
 	}
 	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
 		d.crc = c.NeedsCRC()

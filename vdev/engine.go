@@ -78,7 +78,8 @@ func (e *Engine) Stop() {
 func (d *Device) step(now *int64) bool {
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	d.pass++
-	busy := d.pollRx()
+	busy := d.peersDown()
+	busy = d.pollRx() || busy
 	if d.book.Timers > 0 || d.book.Resends > 0 {
 		if *now == 0 {
 			*now = d.now()
@@ -193,6 +194,9 @@ func (e *Engine) run() {
 		e.sleeping.Store(true)
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 1)
+			if d.parker != nil {
+				d.parker.Park(true) // peers in other processes signal us from now on
+			}
 		}
 		timeout := time.Duration(aliveNs)
 		work := false
@@ -217,6 +221,9 @@ func (e *Engine) run() {
 		}
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 0)
+			if d.parker != nil {
+				d.parker.Park(false)
+			}
 		}
 		e.sleeping.Store(false)
 		lastWork = 0

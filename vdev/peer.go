@@ -263,7 +263,7 @@ func (d *Device) retransmit(now int64) bool {
 		d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
 		busy = busy || total > 0
 		if err != nil && !errors.Is(err, link.ErrFull) {
-			d.failPeer(p, uapi.EBadNode)
+			d.failPeer(p, sendErrno(err))
 		}
 	}
 	return busy

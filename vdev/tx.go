@@ -332,7 +332,7 @@ func (d *Device) advance(p *peer) bool {
 		seq := p.tx.Next()
 		if err := d.transmit(p, &e, seq, false); err != nil {
 			if !errors.Is(err, link.ErrFull) {
-				d.failPeer(p, uapi.EBadNode) // nobody on the link has that node's address
+				d.failPeer(p, sendErrno(err)) // nobody on the link has that node's address, or it left
 				return true
 			}
 			d.blocked(p)

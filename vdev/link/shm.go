@@ -1,0 +1,674 @@
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/internal/eventfd"
+	"github.com/dimmnet/dimmnet/vdev/link/shmring"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// ErrNodeInUse is returned by ListenShm when another process holds the
+// node id in the rendezvous directory.
+var ErrNodeInUse = errors.New("link: node id held by another process")
+
+// ErrPeerDown is returned by a port's Send when the station is known to be
+// gone (its process exited or its ring broke): the device fails the
+// commands for it at once, as UNREACHABLE.
+var ErrPeerDown = errors.New("link: peer down")
+
+// PeerWatcher is a Port that learns at once when a station on its medium
+// goes away, so the device fails the commands for it without waiting for
+// its retransmission timeouts. fn runs on the port's own goroutine.
+type PeerWatcher interface {
+	SetPeerDown(fn func(mac [6]byte))
+}
+
+// Parker is a Port whose peers wake its owner with a signal only while it
+// says it sleeps: the engine calls Park(true) before it sleeps (then looks
+// at Pending once more) and Park(false) when it polls again.
+type Parker interface {
+	Park(sleeping bool)
+}
+
+const (
+	shmHelloMagic   = 0x48534e44 // "DNSH"
+	shmHelloVersion = 1
+	shmHelloLen     = 16
+	shmRetryDial    = 100 * time.Millisecond // a node that could not be dialled is not tried again sooner
+	shmRingBytes    = 4 << 20                // ring memory per peer and direction, in slots of a frame each
+)
+
+// shmPeer is one process we exchange frames with.
+type shmPeer struct {
+	node   uint16
+	pid    int
+	dialer uint16 // who dialled the connection: the higher id's dial wins a race
+	mac    [6]byte
+	pair   shmring.Pair
+	wake   int // the peer's eventfd, signalled when it sleeps
+	conn   *net.UnixConn
+	gone   atomic.Bool // superseded or down: its connection closing says nothing
+}
+
+// shmPort is the shared-memory medium's port: one frame ring to and from
+// every other process of the rendezvous directory (see package shmring).
+type shmPort struct {
+	dir    string
+	node   uint16
+	mac    net.HardwareAddr
+	mtu    int
+	slots  int
+	frames frames
+
+	lockFD int
+	ln     *net.UnixListener
+	wake   *eventfd.FD // peers signal it while we are parked
+
+	mu       sync.Mutex                          // writers of peers; failed dials
+	peers    atomic.Pointer[map[uint16]*shmPeer] // copy on write: Send and Recv read without a lock
+	list     atomic.Pointer[[]*shmPeer]          // the same, for Recv's round robin
+	failed   map[uint16]time.Time                // last failed dial per node
+	dead     []*shmPeer                          // unmapped at Close: the engine may still hold them
+	rxOnly   []*shmPeer                          // connections that lost a dialling race: read, not written
+	notify   atomic.Pointer[func()]              // wakes a sleeping engine
+	downFn   atomic.Pointer[func(mac [6]byte)]   // tells the device a peer is gone
+	parked   atomic.Bool
+	rr       int
+	closed   atomic.Bool
+	wg       sync.WaitGroup
+	dropped  atomic.Uint64 // frames refused by the ring checks (corrupt indexes or lengths)
+	txErrors atomic.Uint64
+}
+
+// ListenShm claims node id node in the rendezvous directory dir (created
+// with the user's permissions only) and returns its port on the
+// shared-memory medium: frames of up to mtu bytes to every other process
+// that claimed a node there. A second process claiming a node id in use is
+// refused with ErrNodeInUse, naming the holder's pid.
+func ListenShm(dir string, node uint16, mtu int) (Port, error) {
+	if mtu < wire.EthHeaderLen || mtu > 1<<24 {
+		return nil, fmt.Errorf("link: shm %s node %d: mtu %d outside [%d, 16 MiB]", dir, node, mtu, wire.EthHeaderLen)
+	}
+	if err := privateDir(dir); err != nil {
+		return nil, fmt.Errorf("link: shm: %w", err)
+	}
+	p := &shmPort{dir: dir, node: node, mac: wire.NodeMAC(node), mtu: mtu, lockFD: -1, failed: map[uint16]time.Time{}}
+	p.slots = 2
+	for p.slots < 1024 && p.slots*mtu < shmRingBytes {
+		p.slots *= 2
+	}
+	p.slots = max(p.slots, 64) // a window of frames, however large
+	p.frames = frames{size: shmSlotFrame(mtu), max: maxFree}
+	empty := map[uint16]*shmPeer{}
+	p.peers.Store(&empty)
+	p.list.Store(&[]*shmPeer{})
+	fail := func(err error) (Port, error) {
+		p.Close()
+		return nil, fmt.Errorf("link: shm %s node %d: %w", dir, node, err)
+	}
+	if err := p.claim(); err != nil {
+		return fail(err)
+	}
+	sock := p.sockPath(node)
+	os.Remove(sock) // ours: we hold the node's lock, so a socket left here is a dead holder's
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fail(err)
+	}
+	ln.SetUnlinkOnClose(true)
+	p.ln = ln
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return fail(err)
+	}
+	if p.wake, err = eventfd.New(); err != nil {
+		return fail(err)
+	}
+	p.wg.Add(2)
+	go p.accept()
+	go p.watchWake()
+	// Meet every process already there; later ones dial us.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if n, ok := shmSockNode(e.Name()); ok && n != node {
+			p.dial(n)
+		}
+	}
+	return p, nil
+}
+
+// shmSlotFrame is the frame capacity of a ring slot for frames of mtu bytes.
+func shmSlotFrame(mtu int) int { return (mtu+8+63)&^63 - 8 }
+
+// privateDir makes dir (mode 0700) or checks that the existing one is a
+// directory of ours that nobody else may write: the rendezvous socket and
+// lock files are trusted by name.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d, not to us", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %o)", dir, st.Mode&0o777)
+	}
+	return nil
+}
+
+func (p *shmPort) sockPath(n uint16) string {
+	return filepath.Join(p.dir, fmt.Sprintf("node%d.sock", n))
+}
+
+// shmSockNode parses a rendezvous socket's file name.
+func shmSockNode(name string) (uint16, bool) {
+	s, ok := strings.CutPrefix(name, "node")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, ".sock")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 16)
+	return uint16(n), err == nil
+}
+
+// claim takes the node's lock file, or names the process holding it.
+func (p *shmPort) claim() error {
+	path := filepath.Join(p.dir, fmt.Sprintf("node%d.lock", p.node))
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		var b [32]byte
+		n, _ := unix.Pread(fd, b[:], 0)
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("node %d is held by pid %s: %w", p.node, strings.TrimSpace(string(b[:max(n, 0)])), ErrNodeInUse)
+		}
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	unix.Ftruncate(fd, 0)
+	unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	p.lockFD = fd
+	return nil
+}
+
+// accept answers the processes that dial us.
+func (p *shmPort) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.AcceptUnix()
+		if err != nil {
+			return // closed
+		}
+		go func() {
+			if err := p.handshake(c, false); err != nil {
+				c.Close()
+			}
+		}()
+	}
+}
+
+// dial meets node n, if a process holds it and it was not tried just now.
+func (p *shmPort) dial(n uint16) {
+	p.mu.Lock()
+	if t, ok := p.failed[n]; ok && time.Since(t) < shmRetryDial {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p.sockPath(n), Net: "unix"})
+	if err == nil {
+		if err = p.handshake(c, true); err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.failed[n] = time.Now()
+		p.mu.Unlock()
+	}
+}
+
+// handshake trades hellos (node, pid, mtu, the segment we made for the
+// peer and our wake eventfd) over c and adds the peer. The dialer speaks
+// first.
+func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
+	c.SetDeadline(time.Now().Add(5 * time.Second)) // a peer that never answers holds nothing
+	var seg *shmring.Segment
+	send := func() error {
+		var err error
+		if seg, err = shmring.Create(fmt.Sprintf("dimmnet-ring-%d", p.node), p.slots, p.mtu); err != nil {
+			return err
+		}
+		var b [shmHelloLen]byte
+		binary.LittleEndian.PutUint32(b[0:], shmHelloMagic)
+		binary.LittleEndian.PutUint16(b[4:], shmHelloVersion)
+		binary.LittleEndian.PutUint16(b[6:], p.node)
+		binary.LittleEndian.PutUint32(b[8:], uint32(os.Getpid()))
+		binary.LittleEndian.PutUint32(b[12:], uint32(p.mtu))
+		_, _, err = c.WriteMsgUnix(b[:], unix.UnixRights(seg.FD(), p.wake.Int()), nil)
+		return err
+	}
+	var peer *shmPeer
+	recv := func() error {
+		var b [shmHelloLen]byte
+		oob := make([]byte, unix.CmsgSpace(2*4))
+		n, oobn, _, _, err := c.ReadMsgUnix(b[:], oob)
+		if err != nil {
+			return err
+		}
+		fds, err := shmRights(oob[:oobn])
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, fd := range fds {
+				if peer == nil || fd != peer.wake {
+					unix.Close(fd)
+				}
+			}
+		}()
+		if n != shmHelloLen || binary.LittleEndian.Uint32(b[0:]) != shmHelloMagic || binary.LittleEndian.Uint16(b[4:]) != shmHelloVersion || len(fds) != 2 {
+			return fmt.Errorf("bad hello (%d bytes, %d fds)", n, len(fds))
+		}
+		node := binary.LittleEndian.Uint16(b[6:])
+		if mtu := int(binary.LittleEndian.Uint32(b[12:])); mtu != p.mtu || node == p.node {
+			return fmt.Errorf("hello from node %d with mtu %d (ours %d)", node, mtu, p.mtu)
+		}
+		r, err := shmring.Map(fds[0])
+		if err != nil {
+			return err
+		}
+		if r.MaxFrame() > p.frames.size {
+			r.Close()
+			return fmt.Errorf("node %d's slots hold %d bytes, our buffers %d", node, r.MaxFrame(), p.frames.size)
+		}
+		peer = &shmPeer{node: node, pid: int(binary.LittleEndian.Uint32(b[8:])), wake: fds[1], conn: c}
+		peer.pair.Theirs = r
+		copy(peer.mac[:], wire.NodeMAC(node))
+		return nil
+	}
+	var err error
+	if dialer {
+		if err = send(); err == nil {
+			err = recv()
+		}
+	} else if err = recv(); err == nil {
+		err = send()
+	}
+	if err != nil {
+		if seg != nil {
+			seg.Close()
+		}
+		if peer != nil {
+			peer.pair.Theirs.Close()
+			unix.Close(peer.wake)
+		}
+		return err
+	}
+	c.SetDeadline(time.Time{})
+	peer.pair.Mine = seg
+	peer.dialer = peer.node
+	if dialer {
+		peer.dialer = p.node
+	}
+	if !p.add(peer) {
+		p.retire(peer)
+		return ErrClosed
+	}
+	return nil
+}
+
+// shmRights parses the descriptors of a hello.
+func shmRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds, nil
+}
+
+// add installs peer and reports whether it did. A second connection with
+// the same process (both dialled at once) keeps the one the higher node id
+// dialled, on both sides; the other stays open, unused, until Close, so
+// its end says nothing to the side still deciding. A connection from a
+// new process holding the node replaces the old one, which is reported
+// down.
+func (p *shmPort) add(peer *shmPeer) bool {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return false
+	}
+	old := (*p.peers.Load())[peer.node]
+	if old != nil && old.pid == peer.pid && old.dialer >= peer.dialer {
+		// The loser: nothing more is sent on it, but what the peer sent
+		// before it decided is still read.
+		peer.gone.Store(true)
+		p.rxOnly = append(p.rxOnly, peer)
+		p.install(func(map[uint16]*shmPeer) {})
+		p.mu.Unlock()
+		peer.pair.Mine.SetSleeping(p.parked.Load())
+		return true
+	}
+	if old != nil {
+		old.gone.Store(true)
+		if old.pid == peer.pid {
+			p.rxOnly = append(p.rxOnly, old)
+		} else {
+			p.dead = append(p.dead, old)
+			for _, q := range p.rxOnly {
+				if q.node == old.node {
+					p.dead = append(p.dead, q)
+				}
+			}
+			p.rxOnly = slices.DeleteFunc(p.rxOnly, func(q *shmPeer) bool { return q.node == old.node })
+		}
+	}
+	p.install(func(m map[uint16]*shmPeer) { m[peer.node] = peer })
+	delete(p.failed, peer.node)
+	p.mu.Unlock()
+	peer.pair.Mine.SetSleeping(p.parked.Load()) // after it is listed: a Park from now on reaches it
+	p.wg.Add(1)
+	go p.watchConn(peer)
+	if old != nil && old.pid != peer.pid {
+		old.conn.Close()
+		p.reportDown(old)
+	}
+	return true
+}
+
+// install changes the peer map (p.mu held) by copying it.
+func (p *shmPort) install(change func(map[uint16]*shmPeer)) {
+	m := map[uint16]*shmPeer{}
+	for k, v := range *p.peers.Load() {
+		m[k] = v
+	}
+	change(m)
+	list := make([]*shmPeer, 0, len(m)+len(p.rxOnly))
+	for _, v := range m {
+		list = append(list, v)
+	}
+	list = append(list, p.rxOnly...) // received from, never sent to
+	p.peers.Store(&m)
+	p.list.Store(&list)
+}
+
+// retire drops a peer that was not installed.
+func (p *shmPort) retire(peer *shmPeer) {
+	peer.gone.Store(true)
+	peer.conn.Close()
+	peer.pair.Mine.Close()
+	peer.pair.Theirs.Close()
+	unix.Close(peer.wake)
+}
+
+// watchConn waits for the peer's connection to end: its process exited
+// (the kernel closes its end) or it closed the port.
+func (p *shmPort) watchConn(peer *shmPeer) {
+	defer p.wg.Done()
+	var b [64]byte
+	for {
+		if _, err := peer.conn.Read(b[:]); err != nil {
+			break
+		}
+	}
+	p.down(peer)
+}
+
+// down takes peer off the medium (once) and tells the device.
+func (p *shmPort) down(peer *shmPeer) {
+	p.mu.Lock()
+	if peer.gone.Swap(true) {
+		p.mu.Unlock()
+		return
+	}
+	if (*p.peers.Load())[peer.node] == peer {
+		// Its process is gone: so are the connections that lost a race.
+		var keep []*shmPeer
+		for _, q := range p.rxOnly {
+			if q.node == peer.node {
+				p.dead = append(p.dead, q)
+			} else {
+				keep = append(keep, q)
+			}
+		}
+		p.rxOnly = keep
+		p.install(func(m map[uint16]*shmPeer) { delete(m, peer.node) })
+	}
+	p.dead = append(p.dead, peer)
+	p.mu.Unlock()
+	peer.conn.Close()
+	if !p.closed.Load() {
+		p.reportDown(peer)
+	}
+}
+
+func (p *shmPort) reportDown(peer *shmPeer) {
+	if fn := p.downFn.Load(); fn != nil {
+		(*fn)(peer.mac)
+	}
+	if fn := p.notify.Load(); fn != nil {
+		(*fn)() // the engine acts on it
+	}
+}
+
+// watchWake turns a peer's signal into the engine's wake-up.
+func (p *shmPort) watchWake() {
+	defer p.wg.Done()
+	for {
+		if _, err := p.wake.Wait(0); err != nil {
+			return
+		}
+		if fn := p.notify.Load(); fn != nil {
+			(*fn)()
+		}
+	}
+}
+
+func (p *shmPort) MTU() int              { return p.mtu }
+func (p *shmPort) MAC() net.HardwareAddr { return p.mac }
+func (p *shmPort) Buffer() []byte        { return p.frames.get() }
+func (p *shmPort) Release(f []byte)      { p.frames.put(f) }
+
+// SetNotify installs the engine's wake-up.
+func (p *shmPort) SetNotify(f func()) {
+	if f == nil {
+		p.notify.Store(nil)
+		return
+	}
+	p.notify.Store(&f)
+}
+
+// SetPeerDown installs the device's notice of a peer gone.
+func (p *shmPort) SetPeerDown(fn func(mac [6]byte)) {
+	if fn == nil {
+		p.downFn.Store(nil)
+		return
+	}
+	p.downFn.Store(&fn)
+}
+
+// Lossless is true: a full ring refuses a frame (ErrFull), it never drops
+// one, so the retransmission timer only waits for a stopped peer.
+func (p *shmPort) Lossless() bool { return true }
+
+// Dropped counts frames refused by the ring checks.
+func (p *shmPort) Dropped() uint64 { return p.dropped.Load() }
+
+// TxErrors counts frames that could not be put in a peer's ring for a
+// reason other than a full ring.
+func (p *shmPort) TxErrors() uint64 { return p.txErrors.Load() }
+
+// peer finds the station mac, meeting it first if a process holds it.
+func (p *shmPort) peer(mac []byte) (*shmPeer, error) {
+	node, ok := wire.MACNode(net.HardwareAddr(mac))
+	if !ok {
+		return nil, ErrNoRoute
+	}
+	if peer := (*p.peers.Load())[node]; peer != nil {
+		return peer, nil
+	}
+	p.dial(node)
+	if peer := (*p.peers.Load())[node]; peer != nil {
+		return peer, nil
+	}
+	return nil, ErrPeerDown
+}
+
+// Send puts frame in its destination's ring (every peer's for broadcast).
+func (p *shmPort) Send(f []byte) error { return p.SendVec(f, nil) }
+
+// SendVec puts head and payload in the destination's ring as one frame:
+// the payload is copied once, straight into the slot.
+func (p *shmPort) SendVec(head, payload []byte) error {
+	if len(head) < wire.EthHeaderLen {
+		return errors.New("link: runt frame")
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if [6]byte(head[:6]) == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+		for _, peer := range *p.list.Load() {
+			p.put(peer, head, payload)
+		}
+		p.Release(head)
+		return nil
+	}
+	peer, err := p.peer(head[:6])
+	if err != nil {
+		return err
+	}
+	if err := p.put(peer, head, payload); err != nil {
+		return err
+	}
+	p.Release(head)
+	return nil
+}
+
+func (p *shmPort) put(peer *shmPeer, head, payload []byte) error {
+	wake, err := peer.pair.Put(head, payload)
+	switch {
+	case errors.Is(err, shmring.ErrFull):
+		return ErrFull
+	case errors.Is(err, shmring.ErrCorrupt):
+		p.txErrors.Add(1)
+		p.down(peer)
+		return ErrPeerDown
+	case err != nil:
+		p.txErrors.Add(1)
+		return err
+	}
+	if wake {
+		eventfd.Signal(peer.wake)
+	}
+	return nil
+}
+
+// Pending reports whether a frame waits in any peer's ring.
+func (p *shmPort) Pending() bool {
+	for _, peer := range *p.list.Load() {
+		if peer.pair.Pending() {
+			return true
+		}
+	}
+	return false
+}
+
+// Recv takes the next frame, visiting the peers' rings in turn.
+func (p *shmPort) Recv() []byte {
+	list := *p.list.Load()
+	for i := range list {
+		peer := list[(p.rr+i)%len(list)]
+		if !peer.pair.Pending() {
+			continue
+		}
+		f, err := peer.pair.Get(p.frames.get())
+		if err != nil {
+			p.dropped.Add(1)
+			p.down(peer)
+			continue
+		}
+		if f != nil {
+			p.rr = (p.rr + i + 1) % len(list)
+			return f
+		}
+	}
+	return nil
+}
+
+// Park says whether the engine sleeps: peers signal our eventfd only then.
+func (p *shmPort) Park(sleeping bool) {
+	if p.parked.Swap(sleeping) == sleeping {
+		return
+	}
+	for _, peer := range *p.list.Load() {
+		peer.pair.Mine.SetSleeping(sleeping)
+	}
+}
+
+// Close leaves the medium: peers see our connections end and report us down.
+func (p *shmPort) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	p.mu.Lock()
+	list := *p.list.Load()
+	p.rxOnly = nil
+	p.install(func(m map[uint16]*shmPeer) { clear(m) })
+	p.mu.Unlock()
+	for _, peer := range list {
+		peer.gone.Store(true)
+		peer.conn.Close()
+	}
+	if p.wake != nil {
+		p.wake.Close()
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, peer := range append(list, p.dead...) {
+		peer.conn.Close()
+		peer.pair.Mine.Close()
+		peer.pair.Theirs.Close()
+		unix.Close(peer.wake)
+	}
+	p.dead = nil
+	if p.lockFD >= 0 {
+		unix.Close(p.lockFD) // releases the claim; the file stays, so a waiting claimer never locks an unlinked one
+	}
+	return nil
+}

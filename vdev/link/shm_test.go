@@ -1,0 +1,145 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// recvWithin polls p for a frame for up to a few seconds (the machine is
+// noisy; this bounds a hang, it is not a timing assertion).
+func recvWithin(t *testing.T, p Port) []byte {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		if f := p.Recv(); f != nil {
+			return f
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatal("no frame arrived")
+	return nil
+}
+
+// Two ports of one rendezvous directory exchange frames both ways, whole,
+// the first one meeting the second on its first send.
+func TestShmDeliversBothWays(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ListenShm(dir, 1, 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ListenShm(dir, 2, 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := 0; i < 300; i++ { // more than a ring's slots: they are reused
+		body := string(bytes.Repeat([]byte{byte('a' + i%26)}, i*29))
+		if err := a.Send(frameTo(a, wire.NodeMAC(2), body)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		f := recvWithin(t, b)
+		if !bytes.HasSuffix(f, []byte(body)) || !bytes.Equal(f[:6], wire.NodeMAC(2)) {
+			t.Fatalf("frame %d: got %d bytes", i, len(f))
+		}
+		b.Release(f)
+		if err := b.Send(frameTo(b, wire.NodeMAC(1), "pong")); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if f := recvWithin(t, a); !bytes.HasSuffix(f, []byte("pong")) {
+			t.Fatalf("reply %d: %q", i, f)
+		}
+	}
+	if err := a.Send(frameTo(a, wire.NodeMAC(7), "x")); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("send to a node nobody holds: %v, want ErrPeerDown", err)
+	}
+}
+
+// A second claim of a node id is refused, naming the holder.
+func TestShmNodeInUse(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ListenShm(dir, 3, 1514)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	_, err = ListenShm(dir, 3, 1514)
+	if !errors.Is(err, ErrNodeInUse) || !bytes.Contains([]byte(err.Error()), []byte("held by pid")) {
+		t.Fatalf("second claim of node 3: %v, want ErrNodeInUse naming the pid", err)
+	}
+	a.Close()
+	c, err := ListenShm(dir, 3, 1514) // free again once its holder leaves
+	if err != nil {
+		t.Fatalf("claim after the holder closed: %v", err)
+	}
+	c.Close()
+}
+
+// A peer that leaves is reported down at once, and sends to it fail.
+func TestShmPeerDown(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := ListenShm(dir, 1, 1514)
+	defer a.Close()
+	b, _ := ListenShm(dir, 2, 1514)
+	downs := make(chan [6]byte, 4)
+	a.(PeerWatcher).SetPeerDown(func(m [6]byte) { downs <- m })
+	if err := a.Send(frameTo(a, wire.NodeMAC(2), "hi")); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	select {
+	case m := <-downs:
+		if m != [6]byte(wire.NodeMAC(2)) {
+			t.Fatalf("down reported for %x, want node 2", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("peer's exit not reported")
+	}
+	if err := a.Send(frameTo(a, wire.NodeMAC(2), "hi")); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("send to the departed peer: %v, want ErrPeerDown", err)
+	}
+}
+
+// A parked port is woken by its peer's signal; an unparked one is not
+// signalled at all.
+func TestShmWakesParkedPort(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := ListenShm(dir, 1, 1514)
+	defer a.Close()
+	b, _ := ListenShm(dir, 2, 1514)
+	defer b.Close()
+	woke := make(chan struct{}, 8)
+	b.SetNotify(func() { woke <- struct{}{} })
+	a.Send(frameTo(a, wire.NodeMAC(2), "meet")) // meet first
+	b.Release(recvWithin(t, b))
+	b.(Parker).Park(true)
+	if err := a.Send(frameTo(a, wire.NodeMAC(2), "wake up")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked port not woken")
+	}
+	if !b.(interface{ Pending() bool }).Pending() {
+		t.Fatal("woken but nothing pending")
+	}
+}
+
+// A directory someone else can write is not trusted.
+func TestShmRefusesOpenDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListenShm(dir, 1, 1514); err == nil {
+		t.Fatal("world-writable rendezvous directory accepted")
+	}
+}
+
+func chmod(path string, mode uint32) error { return os.Chmod(path, os.FileMode(mode)) }
