@@ -16,10 +16,10 @@ const (
 // AMTFields documents the AMT entry for the datasheet.
 var AMTFields = []Field{
 	{AMTBase, 8, "BASE", "link address of the ring (8-byte aligned, inside link memory)"},
-	{AMTCfg, 4, "SIZE", "ring bytes (a multiple of 8, at least one MTU)"},
+	{AMTCfg, 4, "SIZE", "ring bytes (a multiple of 8, not necessarily a power of two; at least one MTU, up to MaxXfer); written with FLAGS as one 64-bit word, last"},
 	{AMTCfg + 4, 4, "FLAGS", "VALID (1), DEV_HEAD (2)"},
-	{AMTHead, 8, "HEAD", "free-running byte position freed by the consumer (driver, or device in DEV_HEAD mode)"},
-	{AMTTail, 8, "TAIL", "free-running byte position written by the device"},
+	{AMTHead, 8, "HEAD", "free-running byte position freed by the consumer (the driver stores it; in DEV_HEAD mode the device, on READ_DONE); start 0"},
+	{AMTTail, 8, "TAIL", "free-running byte position written by the device; start 0. Position p is the byte at link address BASE + p mod SIZE; TAIL - HEAD bytes are in use"},
 }
 
 // RingAlign is the granule of ring placement: every packet starts on it.

@@ -35,8 +35,8 @@ var OpcodeDocs = []struct {
 	{OpNOP, "completes at once; a status only when SIGNAL is set"},
 	{OpFENCE, "completes (status when SIGNAL) once every earlier command has completed; nothing after it is taken until then"},
 	{OpPUSH, "RDMA write of Length bytes from LocalAddr to RemoteAddr on DstNode; the receiver gets a PUSH status"},
-	{OpPULL, "RDMA read of Length bytes at RemoteAddr on DstNode into LocalAddr; completes with a PULL_DONE status"},
-	{OpIPUSH, "indirect push of Length bytes from LocalAddr to process DstProc on DstNode: its device places them at the tail of the ring its AMT Address Table names for SrcProc (with DIRECT_AMT: ring RemoteAddr)"},
+	{OpPULL, "RDMA read of Length bytes at RemoteAddr on DstNode into LocalAddr; completes with a PULL_DONE status once all of it landed (SIGNAL or not), or ERROR; the node read from writes no status"},
+	{OpIPUSH, "indirect push of Length bytes from LocalAddr to DstNode: its device places them at the tail of the ring its AMT Address Table names for SrcProc (with DIRECT_AMT: ring RemoteAddr), whatever DstProc says"},
 	{OpREADDONE, "for an AMT ring in device-head mode: the driver has read up to ring position Imm of ring RemoteAddr; the device advances the head (DIMMnet-2's Prefetch Window read done)"},
 	{OpPAGE, "LMMC remote paging request to DstNode: page port Imm into its link page frame RemoteAddr; it travels in order with the data, the receiver gets a PAGE_REQ status and its device then places nothing more from this node until its driver posts PAGE_DONE"},
 	{OpPAGEDONE, "LMMC: the driver has paged for DstNode's request; the device places that node's data again"},
@@ -68,12 +68,16 @@ const DescSize = 64
 
 // DescSeqOff is the offset of a descriptor's SEQ word. A slot is published
 // when SEQ equals the slot's free-running index + 1; the driver stores it
-// last, atomically, and then advances CMDQ_TAIL (kept for inspection and for
-// the device's look before it sleeps).
+// last, atomically, and then advances CMDQ_TAIL, which only inspectors read:
+// the device polls the SEQ word of the slot at its head, also in its look
+// before it sleeps.
 const DescSeqOff = 56
 
 // MaxXfer is the largest Length of one command.
 const MaxXfer = 1 << 30
+
+// lengthDoc gives MaxXfer's value where the datasheet first uses it.
+var lengthDoc = fmt.Sprintf("bytes to move (PUSH, PULL, IPUSH): 1..MaxXfer, MaxXfer = %d (1 GiB); a command moves at most MTU bytes per packet", MaxXfer)
 
 // Alignment that PUSH/PULL/IPUSH addresses must have: DIMMnet-2 moves link
 // memory in 8-byte words.
@@ -100,12 +104,12 @@ var DescFields = []Field{
 	{0, 1, "OPCODE", "Opcode"},
 	{1, 1, "FLAGS", "command flags"},
 	{2, 2, "DST_NODE", "destination node"},
-	{4, 4, "DST_PROC", "destination GPID (IPUSH)"},
-	{8, 4, "SRC_PROC", "sending GPID (indexes the receiver's AMT Address Table)"},
-	{12, 4, "LENGTH", "bytes to move (1..MaxXfer)"},
+	{4, 4, "DST_PROC", "IPUSH: the receiving process's GPID. Carried in the packet header only: no device acts on it today (the ring is chosen by SRC_PROC, or by REMOTE_ADDR with DIRECT_AMT, which the header then carries in its place) and no status reports it"},
+	{8, 4, "SRC_PROC", "the sender's GPID (node*PROCS_PER_NODE + process): indexes the receiver's AMT Address Table and is reported in the receiver's statuses"},
+	{12, 4, "LENGTH", lengthDoc},
 	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned)"},
 	{24, 8, "REMOTE_ADDR", "remote link address (8-byte aligned); AMT index for DIRECT_AMT / READ_DONE"},
-	{32, 8, "COOKIE", "returned in this command's DONE or ERROR status"},
+	{32, 8, "COOKIE", "any value: returned in this command's DONE, PULL_DONE or ERROR status"},
 	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
 	{48, 8, "OPERAND", "TAGGED PUSH: the LMMC port (low 16 bits); otherwise reserved (atomics)"},
 	{56, 8, "SEQ", "publishes the slot: its free-running index + 1, stored last and atomically (the device polls it)"},

@@ -10,6 +10,8 @@
 // a test fails when the two disagree, so the numbers live once.
 package uapi
 
+import "fmt"
+
 //go:generate go run ./gendatasheet -o ../docs/datasheet.md
 
 // Magic identifies a dimmnet register page ("DIMMNET1" read as a little-endian
@@ -186,8 +188,8 @@ var Registers = []Reg{
 	{"FEATURES", RegFeatures, RO, "feature bits (FEAT_*)"},
 	{"NODE_ID", RegNodeID, RO, "this device's node id"},
 	{"REGION_SIZE", RegRegionSize, RO, "bytes in the whole region (a power of two)"},
-	{"STATE", RegState, RO, "0 reset, 1 running, 2 stopped"},
-	{"ALIVE", RegAlive, RO, "heartbeat the device advances while it runs"},
+	{"STATE", RegState, RO, "0 reset (no link yet), 1 running, 2 stopped (gone for good)"},
+	{"ALIVE", RegAlive, RO, "heartbeat: the device host's CLOCK_MONOTONIC in ns, stored by the engine every 10 ms today (see Liveness)"},
 	{"MTU", RegMTU, RO, "largest payload of one packet on the device's link"},
 	{"CMDQ_OFF", RegCmdqOff, RO, "offset of the command queue"},
 	{"CMDQ_ENTRIES", RegCmdqEntries, RO, "command queue entries (power of two, 64 B each)"},
@@ -203,30 +205,33 @@ var Registers = []Reg{
 	{"LINKMEM_OFF", RegLinkMemOff, RO, "offset of link memory; link addresses count from here"},
 	{"LINKMEM_SIZE", RegLinkMemSize, RO, "bytes of link memory"},
 	{"PAGE_SIZE", RegPageSizeReg, RO, "link page frame size (LMMC)"},
-	{"PROCS_PER_NODE", RegProcsPerNode, RO, "GPID = node*PROCS_PER_NODE + process"},
+	{"PROCS_PER_NODE", RegProcsPerNode, RO, "GPID = node*PROCS_PER_NODE + process (read it: do not assume a number)"},
 	{"AMTAT_MIRROR_OFF", RegAMTATMirOff, RO, "offset of the read-only mirror of the AMT Address Table (LLCM, 4 B per GPID, same encoding as AMTAT_DATA), for inspection"},
 	{"VECTORS", RegVectors, RO, "doorbell/interrupt vectors per peer (ivshmem vectors); 1 in-process"},
 	{"FRAME_TAG_OFF", RegFrameTagOff, RO, "offset of the frame tag table (LLCM; 4 B per link page frame, written by the driver): the LMMC port a TAGGED PUSH into that frame must name"},
 	{"MAX_INFLIGHT", RegMaxInflight, RO, "commands the device keeps in flight (taken, not completed) before it takes no more: see Command processing"},
-	{"CMDQ_TAIL", RegCmdqTail, RW, "free-running count of descriptors the driver published (descriptors are published by their SEQ word; the tail is for inspection)"},
-	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running count of descriptors the device took (their slots are free again; completion is reported by status)"},
+	{"CMDQ_TAIL", RegCmdqTail, RW, "the driver stores its next command index here after publishing, for inspectors only: the device never reads it (a descriptor is published by its SEQ word)"},
+	{"CMDQ_HEAD", RegCmdqHead, RO, "free-running index of the next descriptor the device takes: it has taken every one below (their slots are free again; completion is reported by status)"},
 	{"STATQ_TAIL", RegStatqTail, RO, "free-running count of status entries the device published"},
-	{"STATQ_HEAD", RegStatqHead, RW, "free-running count of status entries the driver consumed"},
-	{"DEV_SLEEP", RegDevSleep, RO, "1 while the device sleeps: a driver must ring the doorbell after publishing"},
-	{"DOORBELL", RegDoorbell, RW, "count of doorbells the driver rang"},
-	{"DRV_WAIT", RegDrvWait, RW, "1 while the driver sleeps on its interrupt: the device signals it after a status"},
+	{"STATQ_HEAD", RegStatqHead, RW, "free-running count of status entries the driver consumed: the device writes no further than STATQ_ENTRIES past it"},
+	{"DEV_SLEEP", RegDevSleep, RO, "1 while the device's engine sleeps: after publishing a descriptor (its SEQ) or storing AMTAT_CTRL, load it and ring the doorbell if 1 (see Publishing a command)"},
+	{"DOORBELL", RegDoorbell, RW, "count of doorbells the driver rang, for inspectors only: writing it wakes nothing, the device never reads it (the doorbell itself is the transport's: see Transports)"},
+	{"DRV_WAIT", RegDrvWait, RW, "the driver stores 1 before it blocks on its interrupt and 0 after: while it is 1 the device signals the interrupt after publishing statuses (see Waiting for statuses)"},
 	{"INTERRUPTS", RegInterrupts, RO, "count of interrupts the device sent"},
 	{"AMTAT_SEL", RegAMTATSel, RW, "GPID selected for AMT Address Table access"},
-	{"AMTAT_DATA", RegAMTATData, RW, "entry value: AMTAT_VALID | AMT index (read result or write value)"},
-	{"AMTAT_CTRL", RegAMTATCtrl, RW, "seq<<8 | op (1 read, 2 write): starts an access"},
+	{"AMTAT_DATA", RegAMTATData, RW, amtatDataDoc},
+	{"AMTAT_CTRL", RegAMTATCtrl, RW, "seq<<8 | op (1 read, 2 write): starts an access when its value changes (use the last seq + 1)"},
 	{"AMTAT_DONE", RegAMTATDone, RO, "seq<<8 | result (0 ok, 1 error) of the last access"},
 	{"RINGFULL_MODE", RegRingFullMode, RW, "0 hold, 1 NACK: what the receive engine does when an IPUSH ring is full"},
-	{"WIN_BASE", RegWinBase, RW, "start of the link memory window remote PUSH/PULL may touch"},
-	{"WIN_SIZE", RegWinSize, RW, "size of that window (default: all of link memory)"},
+	{"WIN_BASE", RegWinBase, RW, "link address (bytes from LINKMEM_OFF) where the window remote PUSH and PULL may touch starts; default 0"},
+	{"WIN_SIZE", RegWinSize, RW, "bytes in that window; default LINKMEM_SIZE (all of link memory). See Remote access window"},
 	{"TRACE_CTRL", RegTraceCtrl, RW, "1: take stage timestamps (TRACE_*) of data packets"},
-	{"ERROR", RegError, RO, "last command error: code | opcode<<16 | (command index & 0xffffffff)<<32"},
+	{"ERROR", RegError, RO, "last command error: code | opcode<<16 | (command index & 0xffffffff)<<32 (the ERROR status's END holds the whole index)"},
 	{"ERROR_COUNT", RegErrorCount, RO, "commands that completed with an error"},
 }
+
+// amtatDataDoc spells out AMTAT_VALID's value for the register table.
+var amtatDataDoc = fmt.Sprintf("entry value: AMTAT_VALID (%#x) | AMT index (low 16 bits); 0: no entry (read result or write value)", AMTATValid)
 
 // TraceNames names the trace stamps, index i at RegTrace+8*i.
 var TraceNames = [NumTrace]string{"TRACE_CMD_SEEN", "TRACE_TX", "TRACE_RX", "TRACE_PLACED", "TRACE_STATUS"}

@@ -12,7 +12,7 @@ const (
 	StIPUSHMsg     StatusType = 3 // a whole IPUSH message placed in a ring
 	StPULLDone     StatusType = 4 // a PULL's data has all landed in local link memory
 	StDone         StatusType = 5 // a signaled command completed
-	StError        StatusType = 6 // a command failed: Opcode, CmdIndex and Err say which and why
+	StError        StatusType = 6 // a command failed: Opcode and End (its index) say which, Err why
 	StRingFull     StatusType = 7 // hold mode: an IPUSH ring is full, receiving stopped until its head moves
 	StPageReq      StatusType = 8 // LMMC remote paging request from SrcNode: port Imm into frame Addr
 	NumStatusTypes            = 9
@@ -35,9 +35,9 @@ var StatusTypeDocs = []struct {
 	{StPUSH, "PUSH data placed at ADDR (once per message, on its last packet; per packet with PKT_STATUS)"},
 	{StIPUSHPkt, "one IPUSH packet placed in ring AMT at ADDR; OFFSET in message MSG_ID; LAST on the final packet; END is the ring position after it"},
 	{StIPUSHMsg, "a whole IPUSH message placed in ring AMT starting at ADDR (INTERLEAVED: another sender's packets came between, so the extent is not contiguous)"},
-	{StPULLDone, "a PULL completed: LENGTH bytes are at ADDR; COOKIE is the command's"},
-	{StDone, "a signaled command completed (PUSH/IPUSH: acknowledged by the receiver)"},
-	{StError, "a command failed: OPCODE, CMD_INDEX and ERR name it and the reason"},
+	{StPULLDone, "a PULL completed (always, SIGNAL or not): LENGTH bytes are at ADDR (its LOCAL_ADDR); END is the command's index, COOKIE its cookie, SRC_NODE the node read from"},
+	{StDone, "a signaled command completed (PUSH/IPUSH: acknowledged by the receiver); END is its index, COOKIE its cookie, LENGTH its LENGTH"},
+	{StError, "a command failed: OPCODE and END (the command's free-running index; there is no separate index field) name it, ERR says why, COOKIE is its cookie"},
 	{StRingFull, "hold mode: ring AMT is full; receiving on the link stops until its head moves (one per stall)"},
 	{StPageReq, "LMMC remote paging request from SRC_NODE: page port IMM into link page frame ADDR; nothing more from that node is placed until the driver posts PAGE_DONE"},
 }
@@ -69,30 +69,31 @@ type Status struct {
 	Err     Errno  // StError
 	Opcode  Opcode // StDone/StError/StPULLDone: the command's opcode
 	Addr    uint64 // link address where the data lies
-	End     uint64 // IPUSH: ring position after this data; DONE/ERROR: command index
+	End     uint64 // IPUSH: ring position after this data; DONE/ERROR/PULL_DONE: command index
 	Cookie  uint64 // DONE/ERROR/PULL_DONE: the command's cookie
 	Imm     uint64 // PUSH/IPUSH: the sender's immediate
 }
 
-// CmdIndex is the free-running index of the command a DONE/ERROR status is about.
+// CmdIndex is the free-running index of the command a DONE/ERROR/PULL_DONE
+// status is about: its End field (the ABI has no other index field).
 func (s *Status) CmdIndex() uint64 { return s.End }
 
 // StatusFields documents the status layout for the datasheet.
 var StatusFields = []Field{
 	{0, 1, "TYPE", "StatusType"},
 	{1, 1, "FLAGS", "LAST, FIRST, INTERLEAVED, WRAPPED"},
-	{2, 2, "SRC_NODE", "sending node"},
-	{4, 4, "SRC_PROC", "sending GPID"},
+	{2, 2, "SRC_NODE", "sending node; DONE, ERROR: this device's own node; PULL_DONE: the node read from"},
+	{4, 4, "SRC_PROC", "sending GPID; DONE, ERROR, PULL_DONE: the command's SRC_PROC"},
 	{8, 4, "MSG_ID", "sender's message id"},
-	{12, 4, "LENGTH", "bytes of this packet or message"},
+	{12, 4, "LENGTH", "bytes of this packet or message; DONE: the command's LENGTH; ERROR: 0"},
 	{16, 4, "OFFSET", "offset of this packet in its message; IPUSH_MSG with WRAPPED: bytes before the wrap"},
 	{20, 1, "OPCODE", "command opcode (DONE, ERROR, PULL_DONE)"},
 	{21, 1, "RESERVED", "zero"},
 	{22, 2, "AMT", "AMT index (IPUSH, RING_FULL)"},
 	{24, 2, "ERR", "error code (ERROR)"},
 	{26, 6, "RESERVED", "zero"},
-	{32, 8, "ADDR", "link address of the data"},
-	{40, 8, "END", "IPUSH: ring position after the data; DONE/ERROR: command index"},
+	{32, 8, "ADDR", "link address (from LINKMEM_OFF, absolute: for IPUSH, BASE + position mod SIZE, not an offset in the ring) of the data; PULL_DONE: the command's LOCAL_ADDR; PAGE_REQ: the frame; DONE, ERROR: 0"},
+	{40, 8, "END", "IPUSH_PKT, IPUSH_MSG: ring position after the data; DONE, ERROR, PULL_DONE: the command's free-running index (all 64 bits)"},
 	{48, 8, "COOKIE", "the command's cookie (DONE, ERROR, PULL_DONE)"},
 	{56, 8, "IMM", "sender's immediate (PUSH, IPUSH)"},
 }

@@ -89,7 +89,7 @@ func Render() string {
 	p("- A full status ring is handled like a full data ring; statuses are never overwritten.\n")
 
 	p("\n## AMT Address Table access\n\n")
-	p("Write AMTAT_SEL (a GPID = node*%d + process) and, for a write, AMTAT_DATA = 0x%X | AMT index;\n", uapi.ProcsPerNode, uapi.AMTATValid)
+	p("Write AMTAT_SEL (a GPID = node*PROCS_PER_NODE + process; read the register, %d today) and, for a write, AMTAT_DATA = AMTAT_VALID (0x%X) | AMT index;\n", uapi.ProcsPerNode, uapi.AMTATValid)
 	p("then AMTAT_CTRL = seq<<8 | op (read %d, write %d). The device answers AMTAT_DONE = seq<<8 | result (ok %d, error %d) and, for a read, AMTAT_DATA.\n",
 		uapi.AMTATOpRead, uapi.AMTATOpWrite, uapi.AMTATResultOK, uapi.AMTATResultErr)
 
