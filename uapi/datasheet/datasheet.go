@@ -15,9 +15,10 @@ func Render() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# dimmnet device datasheet\n\n")
 	p("Generated from package `uapi` by `go generate ./uapi`; do not edit. ABI version %d.\n\n", uapi.ABIVersion)
-	p("All multi-byte fields are little-endian. Every register is a 64-bit word accessed atomically.\n")
+	p("All multi-byte fields are little-endian. Every register is a 64-bit word, 8-byte aligned, read and written only with single atomic 64-bit accesses (see Memory ordering); the words of the AMT Address Table mirror and of the frame tag table are 32-bit.\n")
 	p("Ring pointers are free-running 64-bit counters (slot = counter mod entries), so full and empty are never ambiguous.\n")
 	p("Link addresses are byte offsets from LINKMEM_OFF.\n\n")
+	steps(p)
 
 	p("## Region layout\n\n")
 	p("| part | where | size |\n|---|---|---|\n")
@@ -67,10 +68,19 @@ func Render() string {
 		p("| %d | %s | %s |\n", t.T, t.T, t.Doc)
 	}
 	p("\nStatus flags: LAST = %d, FIRST = %d, INTERLEAVED = %d, WRAPPED = %d.\n", uapi.StFlagLast, uapi.StFlagFirst, uapi.StFlagInterleaved, uapi.StFlagWrapped)
+	completions(p)
 
 	p("\n## AMT entry (%d B)\n\n", uapi.AMTSize)
 	fields(p, uapi.AMTFields)
 	p("\nAMT flags: VALID = %d, DEV_HEAD = %d. Packets are placed on %d-byte boundaries.\n", uapi.AMTFlagValid, uapi.AMTFlagDevHead, uapi.RingAlign)
+
+	transports(p)
+	startUp(p)
+	publishing(p)
+	waiting(p)
+	consuming(p)
+	ordering(p)
+	liveness(p)
 
 	p("\n## Command processing and completion order\n\n")
 	p("- The device takes descriptors in queue order. CMDQ_HEAD counts the descriptors it has taken: their slots may be reused at once (the device keeps its own copy).\n")
@@ -78,20 +88,33 @@ func Render() string {
 	p("- At most MAX_INFLIGHT commands are in flight (taken and not completed). When that many are, the device takes no more until one completes: only then does a slow destination block the queue (head-of-line). READ_DONE and PAGE_DONE are still taken behind a full bound or a waiting FENCE: they are local and may be what unblocks it.\n")
 	p("- A FENCE completes once every command posted before it has completed; the device takes nothing after it (but READ_DONE and PAGE_DONE) until then.\n")
 	p("- Every command completes exactly once: one DONE (when SIGNAL), PULL_DONE or ERROR status, whose END is the command's index. Completions of commands to one destination come in posting order, except that a PULL completes when its data has landed; completions of different destinations come in any order. Match statuses to commands by END or COOKIE, not by position.\n")
+	p("- The device reads a PUSH's or IPUSH's data from LOCAL_ADDR while it sends, until the command completes: leave those bytes alone until then. A command without SIGNAL completes silently: learn that it has from a later signalled FENCE (it completes after every earlier command) or a later signalled PUSH or IPUSH to the same node.\n")
+	p("- A PULL's statuses: the node that posted it gets PULL_DONE once every byte landed at LOCAL_ADDR (SIGNAL makes no difference), or ERROR (REMOTE_ADDR when the range lies outside the other node's window, UNREACHABLE, ...). The node read from writes no status and its driver takes no part: its device serves the read from its window and counts it in RX_PULL.\n")
 	p("- A command that fails stops: nothing more of it is sent. A destination that stops acknowledging fails every command queued to it with UNREACHABLE, in posting order; its next command starts a new session with it.\n")
 	p("- A receiver reports a message complete (a PUSH status with LAST, an IPUSH_MSG status, PULL_DONE) only when every packet of it was placed; a message cut short (its sender failed it, or restarted) gets no status, and is counted in MSG_CUT.\n")
 
-	p("\n## IPUSH placement\n\n")
+	p("\n## IPUSH rings\n\n")
+	p("Setting up AMT entry i (at AMT_OFF + i*%d), in this order, each word with one atomic 64-bit store:\n\n", uapi.AMTSize)
+	p("1. the SIZE|FLAGS word (+%d) = 0: the entry is not VALID while it changes (the device reads the entry at every packet and never uses an entry without VALID);\n", uapi.AMTCfg)
+	p("2. BASE (+%d) = the ring's link address; HEAD (+%d) = 0; TAIL (+%d) = 0;\n", uapi.AMTBase, uapi.AMTHead, uapi.AMTTail)
+	p("3. last, the SIZE|FLAGS word (+%d) = SIZE | (VALID [| DEV_HEAD]) << 32, a release store.\n\n", uapi.AMTCfg)
+	p("Then route senders to it through the AMT Address Table (below), or have them name it with DIRECT_AMT. Reconfigure an entry only while no sender can reach it.\n\n")
 	p("- The device never reassembles: each packet is written at its ring's tail in arrival order, and published in this order: data, AMT TAIL, status entry, STATQ_TAIL.\n")
+	p("- An IPUSH status's ADDR is an absolute link address (BASE + position mod SIZE), not an offset in the ring; its data is LENGTH bytes there (WRAPPED: OFFSET bytes there, the rest at BASE).\n")
 	p("- A packet is never split across the ring's end: if it does not fit before the end, the device skips to the ring start and the skipped bytes are consumed by the same TAIL advance. A message sent without PKT_STATUS is kept contiguous as a whole: its first packet skips to the ring start when the message would cross the end and fits there; when it cannot (larger than the space before its start position) it wraps, and its IPUSH_MSG status has WRAPPED with OFFSET = bytes before the wrap. A message without PKT_STATUS that could not be placed whole from every ring position (its length plus one of its packets exceeds the ring) is refused with TOO_BIG.\n")
-	p("- Every IPUSH status carries END, the ring position after its data: storing END as HEAD (or READ_DONE with IMM=END) frees the ring up to there, pads included.\n")
+	p("- Every IPUSH status carries END, the ring position after its data: storing END as HEAD (a release store, after reading the data) or, in DEV_HEAD mode, posting READ_DONE with IMM=END frees the ring up to there, pads included.\n")
 	p("- Ring full: in hold mode (RINGFULL_MODE=0) the device keeps the packet, writes one RING_FULL status per stall and takes no more frames from that link until HEAD moves; in NACK mode (1) it drops and NACKs the packet and the sender sends it again after a backoff (100 µs doubling to 100 ms).\n")
 	p("- A full status ring is handled like a full data ring; statuses are never overwritten.\n")
 
 	p("\n## AMT Address Table access\n\n")
-	p("Write AMTAT_SEL (a GPID = node*PROCS_PER_NODE + process; read the register, %d today) and, for a write, AMTAT_DATA = AMTAT_VALID (0x%X) | AMT index;\n", uapi.ProcsPerNode, uapi.AMTATValid)
-	p("then AMTAT_CTRL = seq<<8 | op (read %d, write %d). The device answers AMTAT_DONE = seq<<8 | result (ok %d, error %d) and, for a read, AMTAT_DATA.\n",
-		uapi.AMTATOpRead, uapi.AMTATOpWrite, uapi.AMTATResultOK, uapi.AMTATResultErr)
+	p("The table maps a sender's GPID (node*PROCS_PER_NODE + process; read the PROCS_PER_NODE register, %d today) to an AMT entry; it lives inside the device, so it is reached through registers:\n\n", uapi.ProcsPerNode)
+	p("1. store AMTAT_SEL = the GPID (below AMTAT_ENTRIES) and, for a write, AMTAT_DATA = AMTAT_VALID (0x%X) | AMT index, or 0 to remove the entry (the device refuses other bits, or an index not below AMT_ENTRIES);\n", uapi.AMTATValid)
+	p("2. store AMTAT_CTRL = seq<<8 | op (read %d, write %d), last, with seq one more than the seq now in AMTAT_CTRL: the device acts when the value changes. Then load DEV_SLEEP and ring the doorbell if 1, as after a command;\n", uapi.AMTATOpRead, uapi.AMTATOpWrite)
+	p("3. poll AMTAT_DONE until it reads seq<<8 | result (ok %d, error %d); for a read, AMTAT_DATA then holds the entry.\n\n", uapi.AMTATResultOK, uapi.AMTATResultErr)
+	p("AMTAT_MIRROR_OFF shows the table read-only (4 B per GPID, the AMTAT_DATA encoding), for inspectors.\n")
+
+	p("\n## Remote access window\n\n")
+	p("WIN_BASE and WIN_SIZE are in bytes of link memory: the window is [WIN_BASE, WIN_BASE + WIN_SIZE), by default [0, LINKMEM_SIZE), all of link memory. Every PUSH packet that arrives and every PULL this device serves must lie wholly inside it; anything else is refused (counted RX_BAD_ADDR here; the sender's command fails with REMOTE_ADDR). The device reads both registers for every packet, so a change applies to the next one; a window that does not fit in link memory exposes nothing. IPUSH is not bound by the window: its data goes only to the rings the AMT describes.\n")
 
 	p("\n## Error codes\n\n| code | name | meaning |\n|---|---|---|\n")
 	for e := uapi.Errno(0); e < uapi.NumErrnos; e++ {
