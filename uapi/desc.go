@@ -108,7 +108,7 @@ var DescFields = []Field{
 	{8, 4, "SRC_PROC", "the sender's GPID (node*PROCS_PER_NODE + process): indexes the receiver's AMT Address Table and is reported in the receiver's statuses"},
 	{12, 4, "LENGTH", lengthDoc},
 	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned)"},
-	{24, 8, "REMOTE_ADDR", "remote link address (8-byte aligned); AMT index for DIRECT_AMT / READ_DONE"},
+	{24, 8, "REMOTE_ADDR", "PUSH, PULL: remote link address (8-byte aligned); IPUSH with DIRECT_AMT, READ_DONE: AMT index; PAGE: the remote link page frame; ignored by a plain IPUSH"},
 	{32, 8, "COOKIE", "any value: returned in this command's DONE, PULL_DONE or ERROR status"},
 	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
 	{48, 8, "OPERAND", "TAGGED PUSH: the LMMC port (low 16 bits); otherwise reserved (atomics)"},
