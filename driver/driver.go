@@ -75,8 +75,9 @@ type Driver struct {
 	rings     []*Ring // for Flush
 	aliveSeen uint64  // last ALIVE value read, and when (our clock)
 	aliveAt   int64
-	spinFixed int64 // >= 0: DIMMNET_SPIN_NS's fixed budget
-	osYield   bool  // sched_yield while spinning (engine in another process)
+	spinFixed int64  // >= 0: DIMMNET_SPIN_NS's fixed budget
+	osYield   bool   // sched_yield while spinning (engine in another process)
+	run       Runner // the device runs in this process: our thread runs it (nil: its engine does)
 }
 
 // Open attaches to the device behind t after checking its identity, ABI
@@ -110,6 +111,9 @@ func Open(t Transport) (*Driver, error) {
 	// in another process (it may need this core); in-process it only costs
 	// (8-byte RTT/2 1.15 -> 3.4 us here). DIMMNET_OS_YIELD=0/1 overrides.
 	_, d.osYield = t.(*hostTransport)
+	if lt, ok := t.(*localTransport); ok && os.Getenv("DIMMNET_RUN_TO_COMPLETION") != "0" {
+		d.run, _ = lt.dev.(Runner)
+	}
 	if v := os.Getenv("DIMMNET_OS_YIELD"); v != "" {
 		d.osYield = v != "0"
 	}
@@ -160,6 +164,10 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c, idx) // publishes it
 	d.cmdTail++
 	d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
+	if d.run != nil {
+		d.run.Poll() // run to completion: the command leaves now, on our thread
+		return idx, nil
+	}
 	if d.r.Load64(uapi.RegDevSleep) != 0 {
 		if err := d.Kick(); err != nil {
 			return idx, err
@@ -274,8 +282,15 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
 		return t, nil
 	}
+	if d.run != nil {
+		d.run.Drive(true)
+		defer d.run.Drive(false)
+	}
 	start := monotime.Now()
 	for i := 1; ; i++ {
+		if d.run != nil {
+			d.run.Poll()
+		}
 		if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
 			d.learnWait(monotime.Now() - start)
 			return t, nil
@@ -314,7 +329,12 @@ func (d *Driver) spinBudget() int64 {
 func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }
 
 // sleep blocks on the interrupt after announcing it, re-checking first.
+// A device we drive goes back to its engine meanwhile.
 func (d *Driver) sleep() error {
+	if d.run != nil {
+		d.run.Drive(false)
+		defer d.run.Drive(true)
+	}
 	d.Flush()
 	d.r.Store64(uapi.RegDrvWait, 1)
 	defer d.r.Store64(uapi.RegDrvWait, 0)

@@ -98,6 +98,15 @@ func InProcessDevice(dev LocalDevice) Transport {
 
 func (t *localTransport) Region() []byte { return t.dev.Region() }
 
+// Runner is a LocalDevice whose work the driver's own thread can run (run
+// to completion, see vdev's drive.go): Poll runs one pass if nobody else
+// runs the device; between Drive(true) and Drive(false) the device's
+// engine leaves it to the caller's polling.
+type Runner interface {
+	Poll() bool
+	Drive(on bool)
+}
+
 func (t *localTransport) Kick() error {
 	t.dev.Ring()
 	return nil

@@ -13,8 +13,17 @@ import (
 // An in-process driver's doorbell is a call and its interrupt a channel:
 // posting to a sleeping engine rings it (the doorbell counter moves), and a
 // driver waiting on the interrupt is woken by the device's signal, well
-// before its long timeout would have.
+// before its long timeout would have. With run to completion (the
+// default) the posting thread sends the command itself: no doorbell.
 func TestInProcessDeviceDoorbellAndInterrupt(t *testing.T) {
+	t.Run("run-to-completion", func(t *testing.T) { doorbellAndInterrupt(t, true) })
+	t.Run("doorbell", func(t *testing.T) {
+		t.Setenv("DIMMNET_RUN_TO_COMPLETION", "0")
+		doorbellAndInterrupt(t, false)
+	})
+}
+
+func doorbellAndInterrupt(t *testing.T, rtc bool) {
 	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +71,10 @@ func TestInProcessDeviceDoorbellAndInterrupt(t *testing.T) {
 	if err != nil || st.Type != uapi.StPUSH || string(b.LinkMem()[:8]) != "wake up!" {
 		t.Fatalf("status %v, %v; bytes %q", st, err, b.LinkMem()[:8])
 	}
-	if got := a.Counter(uapi.CtrDoorbells); got <= bells {
+	if got := a.Counter(uapi.CtrDoorbells); !rtc && got <= bells {
 		t.Fatalf("doorbell counter %d, was %d: the post did not ring the sleeping engine", got, bells)
+	} else if rtc && got != bells {
+		t.Fatalf("doorbell counter %d, was %d: the posting thread should have sent the command itself", got, bells)
 	}
 	if got := b.Region().Load64(uapi.RegInterrupts); got <= irqs {
 		t.Fatalf("interrupt counter %d, was %d", got, irqs)

@@ -132,6 +132,14 @@ type Device struct {
 
 	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
 	gone  downs        // peers the port saw go away, for the next pass
+
+	// Who runs the device (drive.go): one goroutine at a time holds
+	// running for a pass; driven counts drivers polling it themselves.
+	running   atomic.Bool
+	driven    atomic.Int32
+	drove     atomic.Bool // a driver drove it since the engine last looked
+	polls     uint64      // Poll passes, to advance ALIVE now and then (under running)
+	lastAlive int64       // when Poll last advanced ALIVE (under running)
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -314,8 +322,8 @@ func (d *Device) AddInterrupt(fd int) {
 // system monitor's look every 10 ms.
 func (d *Device) Ring() {
 	d.count(uapi.CtrDoorbells, 1)
-	if w := d.wake.Load(); w != nil {
-		(*w)()
+	if d.driven.Load() == 0 {
+		d.wakeEngine()
 	}
 }
 
@@ -355,7 +363,14 @@ func (d *Device) InterruptFD() int { return d.irq.Int() }
 func (d *Device) Close() error {
 	var errs []error
 	// The port first: a port that sends on its own goroutine may still
-	// gather a queued frame's payload from the region.
+	// gather a queued frame's payload from the region. What we placed is
+	// acknowledged before we go: a peer must not fail a command whose
+	// data arrived because our process exited right after reading it.
+	if d.port != nil && d.book.AcksOwed > 0 && d.running.CompareAndSwap(false, true) {
+		d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
+		d.flushAcks(false)
+		d.running.Store(false)
+	}
 	if d.port != nil {
 		errs = append(errs, d.port.Close())
 	}

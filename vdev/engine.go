@@ -44,7 +44,11 @@ func NewEngine(devs ...*Device) (*Engine, error) {
 		if d.port == nil {
 			return nil, errors.New("vdev: device has no port attached")
 		}
-		d.port.SetNotify(e.notify)
+		d.port.SetNotify(func() {
+			if d.driven.Load() == 0 { // a driver that drives it polls the port itself
+				e.notify()
+			}
+		})
 		wake := e.notify // kicks only a sleeping engine, as the doorbell eventfd's reader does
 		d.wake.Store(&wake)
 	}
@@ -78,8 +82,8 @@ func (e *Engine) Stop() {
 func (d *Device) step(now *int64) bool {
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	d.pass++
-	busy := d.peersDown()
-	busy = d.pollRx() || busy
+	busy := d.pollRx()
+	busy = d.peersDown() || busy // after the frames it sent before it went
 	if d.book.Timers > 0 || d.book.Resends > 0 {
 		if *now == 0 {
 			*now = d.now()
@@ -154,13 +158,17 @@ func (e *Engine) run() {
 		busy := false
 		var now int64
 		for _, d := range e.devs {
+			if d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+				continue // a driver runs it (drive.go)
+			}
 			if d.step(&now) {
 				busy = true
 			}
+			d.running.Store(false)
 		}
 		iter++
 		if busy {
-			if busyRuns++; busyRuns&1023 == 0 { // ALIVE advances under unbroken load too
+			if busyRuns++; busyRuns&63 == 0 { // ALIVE advances under unbroken load too
 				if t := monotime.Now(); t-lastAlive > aliveNs {
 					lastAlive = t
 					e.heartbeat(t)
@@ -201,12 +209,19 @@ func (e *Engine) run() {
 		timeout := time.Duration(aliveNs)
 		work := false
 		for _, d := range e.devs {
-			if d.pending() || d.portReady() {
+			if d.drove.Swap(false) || d.driven.Load() > 0 {
+				timeout = min(timeout, watchNs) // what its driver left timed is ours
+			}
+			if d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+				continue
+			}
+			if d.pending() || d.portReady() || d.gone.any.Load() {
 				work = true
 			}
 			if d.stalled() {
 				timeout = stallSleepNs
 			}
+			d.running.Store(false)
 		}
 		if !work {
 			for _, d := range e.devs {

@@ -62,6 +62,7 @@ type shmPeer struct {
 	wake   int // the peer's eventfd, signalled when it sleeps
 	conn   *net.UnixConn
 	gone   atomic.Bool // superseded or down: its connection closing says nothing
+	exited atomic.Bool // its process is gone: drop it once its ring is read
 }
 
 // shmPort is the shared-memory medium's port: one frame ring to and from
@@ -446,31 +447,44 @@ func (p *shmPort) watchConn(peer *shmPeer) {
 	p.down(peer)
 }
 
-// down takes peer off the medium (once) and tells the device.
+// down takes peer off the medium (once) and tells the device. What it
+// wrote before it went is still read (an ACK it sent as it exited must
+// complete our command rather than fail it): its ring, and those of the
+// connections that lost a dialling race with it, stay on the receive list
+// until Recv finds them empty.
 func (p *shmPort) down(peer *shmPeer) {
 	p.mu.Lock()
 	if peer.gone.Swap(true) {
 		p.mu.Unlock()
 		return
 	}
+	peer.exited.Store(true)
 	if (*p.peers.Load())[peer.node] == peer {
-		// Its process is gone: so are the connections that lost a race.
-		var keep []*shmPeer
 		for _, q := range p.rxOnly {
 			if q.node == peer.node {
-				p.dead = append(p.dead, q)
-			} else {
-				keep = append(keep, q)
+				q.exited.Store(true)
 			}
 		}
-		p.rxOnly = keep
+		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(m map[uint16]*shmPeer) { delete(m, peer.node) })
+	} else if !slices.Contains(p.rxOnly, peer) {
+		p.dead = append(p.dead, peer)
 	}
-	p.dead = append(p.dead, peer)
 	p.mu.Unlock()
 	peer.conn.Close()
 	if !p.closed.Load() {
 		p.reportDown(peer)
+	}
+}
+
+// prune drops an exited peer whose ring Recv found empty.
+func (p *shmPort) prune(peer *shmPeer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.rxOnly, peer); i >= 0 {
+		p.rxOnly = slices.Delete(p.rxOnly, i, i+1)
+		p.dead = append(p.dead, peer)
+		p.install(func(map[uint16]*shmPeer) {})
 	}
 }
 
@@ -611,12 +625,16 @@ func (p *shmPort) Recv() []byte {
 	for i := range list {
 		peer := list[(p.rr+i)%len(list)]
 		if !peer.pair.Pending() {
+			if peer.exited.Load() && !peer.pair.Pending() {
+				p.prune(peer) // read to the end
+			}
 			continue
 		}
 		f, err := peer.pair.Get(p.frames.get())
 		if err != nil {
 			p.dropped.Add(1)
 			p.down(peer)
+			p.prune(peer) // nothing more can be read from a broken ring
 			continue
 		}
 		if f != nil {

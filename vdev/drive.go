@@ -1,0 +1,89 @@
+package vdev
+
+import (
+	"runtime"
+
+	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// Run to completion. A process that embeds its device (the in-process
+// default, the shared-memory link) lets the thread that waits for the
+// device run it, as DPDK's poll-mode drivers do: the driver's wait loop
+// calls Poll, so each process keeps one spinning thread instead of a
+// driver and an engine competing for the same cores (four spinners on two
+// cores for two such processes). The Engine serves a device only while no
+// driver drives it; a driver that stops driving leaves the device to the
+// engine, which it wakes if something can be done now, and which looks at
+// least every watchNs while drivers drive, for what is timed (owed ACKs,
+// retransmission timers).
+
+// watchNs is how often a parked engine looks at devices drivers drive (or
+// drove): an ACK owed when a driver stopped waiting leaves within it, well
+// inside the 5 ms retransmission floor of a lossless link.
+const watchNs = 1_000_000
+
+// Poll runs one pass of the device's engines on the calling goroutine, if
+// no other goroutine runs the device now; it reports whether the pass did
+// work. A driver calls it after publishing a command (the command leaves
+// at once, without a doorbell) and while it waits (the device's work runs
+// on the waiting thread). Outside Drive, a pass that leaves work only the
+// engine can do now wakes the engine.
+func (d *Device) Poll() bool {
+	if !d.running.CompareAndSwap(false, true) {
+		return false
+	}
+	var now int64
+	busy := d.step(&now)
+	if d.polls++; d.polls&255 == 0 { // the device is alive while its driver runs it, engine starved or not
+		if t := monotime.Now(); t-d.lastAlive > aliveNs {
+			d.lastAlive = t
+			d.r.Store64(uapi.RegAlive, uint64(t))
+		}
+	}
+	urgent := d.driven.Load() == 0 && d.urgent()
+	d.running.Store(false)
+	if urgent {
+		d.wakeEngine()
+	}
+	return busy
+}
+
+// Drive says that the calling goroutine will Poll the device until
+// Drive(false): the engine leaves it alone and is not woken for it (no
+// doorbell, no frame notice). Drive(false) hands the device back, waking
+// the engine if a pass could do something now.
+func (d *Device) Drive(on bool) {
+	if on {
+		d.driven.Add(1)
+		d.drove.Store(true)
+		return
+	}
+	if d.driven.Add(-1) > 0 {
+		return
+	}
+	for !d.running.CompareAndSwap(false, true) {
+		runtime.Gosched() // another goroutine's pass: a few µs at most
+	}
+	urgent := d.urgent()
+	d.running.Store(false)
+	if urgent {
+		d.wakeEngine()
+	}
+}
+
+// urgent reports work a pass could do now, without waiting for a driver,
+// a frame or a timer: a command posted, a frame arrived, packets or
+// statuses or responses waiting to go out. Timed work (ACKs owed,
+// retransmission timers) is the engine's watch. The caller runs the device.
+func (d *Device) urgent() bool {
+	return d.pending() || d.portReady() || d.sending > 0 || len(d.compQ) > 0 || d.respJobs > 0 ||
+		d.owed > 0 || d.book.Resends > 0 || d.fence != nil || d.gone.any.Load()
+}
+
+// wakeEngine wakes the device's engine if it sleeps.
+func (d *Device) wakeEngine() {
+	if w := d.wake.Load(); w != nil {
+		(*w)()
+	}
+}
