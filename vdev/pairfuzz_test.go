@@ -968,8 +968,6 @@ func (r *pfRig) quiesce() {
 		r.tracef("no rest, after forged frames: %s", r.state())
 	case r.orphanedPull():
 		r.tracef("no rest, PULLs orphaned: %s", r.state())
-	case r.pageDoneBlocked():
-		r.tracef("no rest, PAGE_DONE behind a blocked command: %s", r.state())
 	default:
 		r.fatalf("no rest: %s", r.state())
 	}
@@ -996,31 +994,6 @@ func (r *pfRig) orphanedPull() bool {
 		}
 	}
 	return true
-}
-
-// pageDoneBlocked reports the known deadlock of two nodes paging towards
-// each other (docs/lmmc.md, "both nodes paging at once"): a node holds
-// its peer's data for a paging request, and the PAGE_DONE its driver
-// posted (or would post, were the queue not full) waits behind a command
-// the device does not take (a FENCE or MAX_INFLIGHT holds intake up, for
-// data the other node holds the same way). The device takes PAGE_DONE
-// past a FENCE only when it is next in the queue.
-func (r *pfRig) pageDoneBlocked() bool {
-	for n, d := range r.dev {
-		held := false
-		for _, p := range d.peerList {
-			held = held || p.pagingHold
-		}
-		blocked := d.fence != nil || d.inflight >= d.cfg.MaxInflight
-		waiting := len(r.pages[n]) > 0 // the queue is full of commands not taken
-		for _, c := range r.cmds[n][d.cmdHead:] {
-			waiting = waiting || c.desc.Opcode == uapi.OpPAGEDONE
-		}
-		if held && blocked && waiting {
-			return true
-		}
-	}
-	return false
 }
 
 // state describes both nodes for a failure message.
