@@ -20,9 +20,6 @@ func TestPageDoneRunsAheadOfBlockedCommands(t *testing.T) {
 	s = s.both(4).consume(0).consume(1).both(8)            // each driver answers the request it got
 	s = s.consume(0).consume(1).both(8).consume(0).both(8) // and the next ones
 	r := pairScript(t, s)
-	if r.stuck {
-		t.Fatalf("the pair found no rest: %s", r.state())
-	}
 	for n := range 2 {
 		d := r.dev[n]
 		dones := 0

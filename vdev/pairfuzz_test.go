@@ -81,7 +81,6 @@ type pfRig struct {
 	now    int64       // the devices' clock (ns): virtual, so a script replays exactly
 	clock  int         // logical time: one tick per operation
 	forged bool        // a forged control frame went in: the data invariants are off
-	stuck  bool        // the quiesce found no rest (excused): nothing is missing at the end
 
 	cmds   [2][]*pfCmd
 	seen   [2]uint64 // statuses read
@@ -680,6 +679,9 @@ func (r *pfRig) invariants(n int) {
 		if p.tx.Armed() {
 			timers++
 		}
+		if p.pullDeadline != 0 {
+			timers++
+		}
 		if p.tx.Resending() {
 			resends++
 		}
@@ -962,38 +964,9 @@ func (r *pfRig) quiesce() {
 			r.now = max(r.now, at)
 		}
 	}
-	r.stuck = true
-	switch {
-	case r.forged:
-		r.tracef("no rest, after forged frames: %s", r.state())
-	case r.orphanedPull():
-		r.tracef("no rest, PULLs orphaned: %s", r.state())
-	default:
-		r.fatalf("no rest: %s", r.state())
-	}
-}
-
-// orphanedPull reports whether all that keeps the pair from rest is PULLs
-// whose request the responder acknowledged and will never answer: it
-// refused the request but the refusal NACK was lost or overtaken (the
-// ACK after it covered the request), or it gave up its sending session
-// to the requester (failPeer drops the responses it owed) and has
-// nothing more to send, so the requester never sees a new session and
-// never cuts the PULL. The requester has no timer on a PULL whose request
-// was acknowledged: known gaps, reported, not this fuzzer's to close.
-func (r *pfRig) orphanedPull() bool {
-	for n, d := range r.dev {
-		for _, p := range d.peerList {
-			for _, j := range p.q {
-				rp := r.dev[1-n].peers[uint16(n+1)]
-				if j.desc.Opcode != uapi.OpPULL || !j.sentAll || !seqLE(j.lastSeq, p.tx.Acked()) || rp == nil ||
-					len(r.epochs[1-n]) < 2 && r.epochs[1-n][rp.tx.Epoch()] {
-					return false
-				}
-			}
-		}
-	}
-	return true
+	// Every command completes exactly once, forged frames or not: a
+	// pair that finds no rest has a command waiting for ever.
+	r.fatalf("no rest: %s", r.state())
 }
 
 // state describes both nodes for a failure message.
@@ -1018,7 +991,7 @@ func (r *pfRig) state() string {
 func (r *pfRig) final() {
 	for n := range 2 {
 		for _, c := range r.cmds[n] {
-			if c.stats == 0 && !r.stuck && (c.needsStatus() || c.refused != 0 || !c.inQ && c.desc.Opcode != uapi.OpNOP && c.desc.Opcode != uapi.OpFENCE) {
+			if c.stats == 0 && (c.needsStatus() || c.refused != 0 || !c.inQ && c.desc.Opcode != uapi.OpNOP && c.desc.Opcode != uapi.OpFENCE) {
 				r.fatalf("node %d command %d (%s %+v) never completed", n+1, c.idx, c.desc.Opcode, c.desc)
 			}
 			if c.desc.Opcode == uapi.OpFENCE && c.stats > 0 && c.err == uapi.EOK { // not a refused one
@@ -1031,7 +1004,7 @@ func (r *pfRig) final() {
 		}
 		r.untouched(n)
 	}
-	if r.forged || r.stuck {
+	if r.forged {
 		return
 	}
 	for _, cs := range r.cmds {
@@ -1282,13 +1255,15 @@ func TestPairCorruptedCRCFlag(t *testing.T) {
 	}
 }
 
-// nextDeadline is the earliest retransmission deadline of any of d's
-// peers (0: none), so the quiesce phase can jump the clock to it.
+// nextDeadline is the earliest retransmission (or PULL guard) deadline
+// of any of d's peers (0: none), so the quiesce phase can jump the clock to it.
 func (d *Device) nextDeadline() int64 {
 	var at int64
 	for _, p := range d.peerList {
-		if t := p.tx.Deadline(); t != 0 && (at == 0 || t < at) {
-			at = t
+		for _, t := range []int64{p.tx.Deadline(), p.pullDeadline} {
+			if t != 0 && (at == 0 || t < at) {
+				at = t
+			}
 		}
 	}
 	return at

@@ -1,6 +1,7 @@
 package vdev
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 
@@ -25,6 +26,12 @@ type peer struct {
 	pkz   int             // q[:pkz] are wholly packetized
 	resp  []*respJob      // PULL responses owed to this node, in order
 	pulls map[uint32]*job // our PULLs from this node, by message id
+	// the requester's guard on PULLs whose request this node acknowledged:
+	// armed while any waits for its data, pushed back by every data frame
+	// of this node's session; MaxTimeouts in a row fail them UNREACHABLE
+	pullDeadline int64
+	pullExpired  uint64 // the engine pass that first saw pullDeadline passed
+	pullTimeouts int
 
 	// receiving
 	owedCtl    []ctl  // NACKs the link could not take yet
@@ -312,6 +319,9 @@ func (d *Device) control(p *peer, h *wire.Header) {
 func (d *Device) retransmit(now int64) bool {
 	busy := false
 	for _, p := range d.peerList {
+		if p.pullDeadline != 0 && now >= p.pullDeadline {
+			busy = d.expirePulls(p, now) || busy
+		}
 		if p.tx.Due(now) {
 			d.expire(p, now)
 		}
@@ -375,9 +385,88 @@ func (d *Device) failPeer(p *peer, e uapi.Errno) {
 	clear(q)
 	p.q, p.pkz = q[:0], 0
 	p.pulls = map[uint32]*job{}
+	d.unwatchPulls(p)
 	d.respJobs -= len(p.resp)
 	p.resp = nil
 	clear(p.sent)
 	p.sent = p.sent[:0]
 	p.tx.Reset()
+}
+
+// awaitingPull reports whether a PULL from p waits for data whose request
+// p acknowledged: only p's responses can complete it now.
+func awaitingPull(p *peer) bool {
+	for _, j := range p.pulls {
+		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchPulls arms the guard on p's PULLs once a request is acknowledged.
+// A responder that gave up its session to us dropped the responses it
+// owed, and with nothing more to send never starts the new session that
+// would tell us (cutSession): without the guard such a PULL waited for
+// ever.
+func (d *Device) watchPulls(p *peer) {
+	if p.pullDeadline == 0 && len(p.pulls) > 0 && awaitingPull(p) {
+		p.pullDeadline, p.pullExpired, p.pullTimeouts = d.now()+p.tx.RTO(), 0, 0
+		d.book.Timers++
+	}
+}
+
+// pullProgress notes a data frame of p's current session: p is serving
+// us, so the guard starts over.
+func (d *Device) pullProgress(p *peer) {
+	if p.pullDeadline != 0 {
+		p.pullDeadline, p.pullExpired, p.pullTimeouts = d.now()+p.tx.RTO(), 0, 0
+	}
+}
+
+// unwatchPulls disarms the guard.
+func (d *Device) unwatchPulls(p *peer) {
+	if p.pullDeadline != 0 {
+		p.pullDeadline = 0
+		d.book.Timers--
+	}
+}
+
+// expirePulls handles the guard's passed deadline, with the transport's
+// rules: it counts only if still passed GracePasses engine passes later
+// (the clock runs while the engine is off its core), the interval doubles
+// up to MaxBackoff, and MaxTimeouts in a row without a data frame from p
+// fail every PULL waiting for p's data with UNREACHABLE.
+func (d *Device) expirePulls(p *peer, now int64) bool {
+	if !awaitingPull(p) {
+		d.unwatchPulls(p)
+		return false
+	}
+	if p.pullExpired == 0 {
+		p.pullExpired = d.pass
+		return false
+	}
+	if d.pass-p.pullExpired < transport.GracePasses {
+		return false
+	}
+	d.count(uapi.CtrTimeouts, 1)
+	if p.pullTimeouts++; p.pullTimeouts < d.cfg.MaxTimeouts {
+		p.pullDeadline = now + min(p.tx.RTO()<<min(p.pullTimeouts, 20), transport.MaxBackoff)
+		p.pullExpired = 0
+		return false
+	}
+	d.unwatchPulls(p)
+	var orphans []*job
+	for id, j := range p.pulls {
+		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
+			delete(p.pulls, id)
+			orphans = append(orphans, j)
+		}
+	}
+	slices.SortFunc(orphans, func(a, b *job) int { return cmp.Compare(a.idx, b.idx) })
+	for _, j := range orphans { // in posting order
+		d.count(uapi.CtrMsgCut, 1)
+		d.finish(j, uapi.EUnreachable, true)
+	}
+	return true
 }

@@ -137,6 +137,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		if known := p.rx.Known(); p.rx.Session(h.Code) && known {
 			d.cutSession(p)
 		}
+		d.pullProgress(p) // p is serving us in this session
 	}
 	switch p.rx.Check(h.Seq) {
 	case transport.Duplicate:

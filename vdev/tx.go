@@ -204,6 +204,9 @@ func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
 	default:
 		d.done(&j.desc, j.idx)
 	}
+	if j.desc.Opcode == uapi.OpPULL && len(p.pulls) == 0 {
+		d.unwatchPulls(p)
+	}
 	if unqueue {
 		if i := slices.Index(p.q, j); i >= 0 {
 			waiting := p.pkz < len(p.q)
@@ -479,6 +482,9 @@ func (d *Device) retire(p *peer, before uint32) {
 		p.resp[0] = nil
 		p.resp = p.resp[1:]
 		d.respJobs--
+	}
+	if len(p.pulls) > 0 {
+		d.watchPulls(p) // a PULL request acknowledged: only p's responses complete it now
 	}
 }
 
