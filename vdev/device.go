@@ -105,6 +105,7 @@ type Device struct {
 
 	// command engine
 	cmdHead  uint64
+	cmdAhead cmdAhead
 	fence    *job // a FENCE waiting for the commands before it
 	compQ    []uapi.Status
 	inflight int // commands taken and not completed

@@ -55,9 +55,10 @@ type pfCmd struct {
 	inQ    bool // its job was seen in a destination queue
 	rxMsgs int  // message-complete statuses the receiver posted for it
 	rxPkts map[uint32]uint32
-	// a refusal NACK of one of its packets was lost or overtaken on the
-	// link: the next cumulative ACK completes it as if it had been placed
-	refusalLost bool
+	// the receiver sent a refusal NACK for one of its packets: it must
+	// end with an error (the refusal's, or UNREACHABLE if the sender gave
+	// up first), never DONE, whatever became of the NACK on the link
+	refused uapi.Errno
 }
 
 // needsStatus reports whether the command must end with exactly one
@@ -80,22 +81,20 @@ type pfRig struct {
 	now    int64       // the devices' clock (ns): virtual, so a script replays exactly
 	clock  int         // logical time: one tick per operation
 	forged bool        // a forged control frame went in: the data invariants are off
-	stuck  bool        // the quiesce found no rest (excused): nothing is missing at the end
 
-	cmds     [2][]*pfCmd
-	seen     [2]uint64 // statuses read
-	log      [2][]uapi.Status
-	ring     [2][4]uint64 // each ring's END as of the last status read: where the driver frees to
-	pages    [2][]uint16  // paging requests the driver has yet to answer with PAGE_DONE, by node
-	sent     [2]map[uint64]bool
-	dataTx   [2]uint64 // data frames sent
-	resent   [2]uint64 // data frames whose (epoch, seq) had been sent before
-	acks     [2]uint64 // standalone ACKs sent
-	gapNAK   [2]uint64 // SEQ_ERR NACKs sent
-	epochs   [2]map[uint16]bool
-	refusals map[*byte]*pfCmd // refusal NACKs on the link, by frame, and the command they refuse
-	parser   *wire.Parser
-	trace    *strings.Builder
+	cmds   [2][]*pfCmd
+	seen   [2]uint64 // statuses read
+	log    [2][]uapi.Status
+	ring   [2][4]uint64 // each ring's END as of the last status read: where the driver frees to
+	pages  [2][]uint16  // paging requests the driver has yet to answer with PAGE_DONE, by node
+	sent   [2]map[uint64]bool
+	dataTx [2]uint64 // data frames sent
+	resent [2]uint64 // data frames whose (epoch, seq) had been sent before
+	acks   [2]uint64 // standalone ACKs sent
+	gapNAK [2]uint64 // SEQ_ERR NACKs sent
+	epochs [2]map[uint16]bool
+	parser *wire.Parser
+	trace  *strings.Builder
 }
 
 // pfPort is node i's attachment to the rig's link. It is not Lossless,
@@ -171,7 +170,7 @@ func pfDecodeConfig(c0, c1 byte) pfConfig {
 }
 
 func newPfRig(t testing.TB, pc pfConfig) *pfRig {
-	r := &pfRig{t: t, depth: pc.depth, now: 0x1234 << 24, parser: wire.NewParser(), refusals: map[*byte]*pfCmd{}}
+	r := &pfRig{t: t, depth: pc.depth, now: 0x1234 << 24, parser: wire.NewParser()}
 	if os.Getenv("DIMMNET_PFTRACE") != "" {
 		r.trace = &strings.Builder{}
 	}
@@ -254,9 +253,15 @@ func (r *pfRig) sniff(n int, f []byte) {
 			r.gapNAK[n]++
 		}
 		if h.Code != wire.NackRetry && h.Code <= wire.NackRefusalMax {
-			if p := r.dev[1-n].peers[uint16(n+1)]; p != nil {
+			// The sender's packet it names, if the receiver refuses it in
+			// the sender's current session.
+			p, rp := r.dev[1-n].peers[uint16(n+1)], r.dev[n].peers[uint16(2-n)]
+			if p != nil && rp != nil && rp.rx.Epoch() == p.tx.Epoch() {
 				if i := int32(h.Seq - p.tx.Acked() - 1); i >= 0 && int(i) < len(p.sent) && p.sent[i].j != nil {
-					r.refusals[&f[0]] = r.cmds[1-n][p.sent[i].j.idx]
+					if c := r.cmds[1-n][p.sent[i].j.idx]; c.refused == 0 {
+						c.refused = uapi.Errno(h.Code)
+						r.tracef("  (refuses node %d #%d)", 2-n, c.idx)
+					}
 				}
 			}
 		}
@@ -433,6 +438,9 @@ func (r *pfRig) completion(n int, s *uapi.Status) {
 	if c.ended < 0 {
 		c.ended = r.clock
 	}
+	if c.refused != 0 && s.Type != uapi.StError && !r.forged {
+		r.fatalf("node %d command %d (%s) was refused (%v) but completed %v", n+1, c.idx, c.desc.Opcode, c.refused, *s)
+	}
 	if s.Cookie != c.desc.Cookie || s.Opcode != c.desc.Opcode {
 		r.fatalf("node %d completion %v does not match command %d %+v", n+1, *s, c.idx, c.desc)
 	}
@@ -467,11 +475,11 @@ func (r *pfRig) completion(n int, s *uapi.Status) {
 			}
 		}
 	case uapi.OpPAGE:
-		if !r.forged && !c.refusalLost && c.rxMsgs != 1 {
+		if !r.forged && c.rxMsgs != 1 {
 			r.fatalf("node %d DONE for PAGE #%d but node %d reported %d requests", n+1, c.idx, 2-n, c.rxMsgs)
 		}
 	case uapi.OpPUSH, uapi.OpIPUSH:
-		if r.forged || c.refusalLost {
+		if r.forged {
 			return
 		}
 		// Acknowledged means placed: the receiver has reported it.
@@ -605,7 +613,7 @@ func (r *pfRig) differs(x *pfCmd, dn int, da uint64, sn int, sa uint64, n uint32
 // excused. Off once a forged frame went in (a forged ACK completes what
 // never arrived).
 func (r *pfRig) checkData(c *pfCmd, dn int, da uint64, sn int, sa uint64, n uint32, what string) {
-	if r.forged || c.refusalLost {
+	if r.forged {
 		return
 	}
 	dst, src := r.dev[dn].lm, r.dev[sn].lm
@@ -669,6 +677,9 @@ func (r *pfRig) invariants(n int) {
 			r.fatalf("node %d peer %d: %d packet records for %d unacknowledged packets", n+1, p.node, len(p.sent), p.tx.Unacked())
 		}
 		if p.tx.Armed() {
+			timers++
+		}
+		if p.pullDeadline != 0 {
 			timers++
 		}
 		if p.tx.Resending() {
@@ -747,9 +758,6 @@ func (r *pfRig) consume(n int) {
 // lossy, duplicating, reordering, corrupting link would.
 func (r *pfRig) fault(dir int, kind, arg byte) {
 	q := &r.wire[dir]
-	if len(*q) > 0 && kind%7 != 2 && kind%7 != 5 {
-		r.disturb((*q)[0])
-	}
 	switch kind % 7 {
 	case 0, 1: // lose the next frame
 		if len(*q) > 0 {
@@ -764,7 +772,6 @@ func (r *pfRig) fault(dir int, kind, arg byte) {
 	case 3: // swap it with a later one
 		if len(*q) > 1 {
 			i := 1 + int(arg)%(len(*q)-1)
-			r.disturb((*q)[i])
 			r.tracef("link %d->: swap 0 and %d", dir+1, i)
 			(*q)[0], (*q)[i] = (*q)[i], (*q)[0]
 		}
@@ -793,24 +800,11 @@ func (r *pfRig) corrupt(dir int, at, mask byte) {
 	if len(*q) == 0 {
 		return
 	}
-	r.disturb((*q)[0])
 	f := bytes.Clone((*q)[0])
 	i := int(at) * 7 % len(f)
 	f[i] ^= max(mask, 1)
 	r.tracef("link %d->: flip bits %#x of byte %d", dir+1, max(mask, 1), i)
 	(*q)[0] = f
-}
-
-// disturb notes that a fault lost, delayed or reordered frame f. A
-// refusal NACK that does not arrive before the next cumulative ACK lets
-// that ACK complete the refused command as if its data had been placed:
-// a known gap (the refusal is not repeated), so that command's data
-// checks are off.
-func (r *pfRig) disturb(f []byte) {
-	if c := r.refusals[&f[0]]; c != nil && !c.refusalLost {
-		r.tracef("  (the refusal of node %d #%d is lost or late)", c.node+1, c.idx)
-		c.refusalLost = true
-	}
 }
 
 // replay puts a frame node dir sent a while ago on the wire again: a
@@ -943,11 +937,6 @@ func (r *pfRig) idle() bool {
 func (r *pfRig) quiesce() {
 	r.clock++
 	r.tracef("quiesce")
-	for _, l := range r.limbo {
-		for _, f := range l {
-			r.disturb(f)
-		}
-	}
 	r.limbo = [2][][]byte{}
 	still := 0 // rounds in a row in which nothing moved and no timer runs
 	for round := 0; round < pfRounds && still < 4; round++ {
@@ -975,65 +964,9 @@ func (r *pfRig) quiesce() {
 			r.now = max(r.now, at)
 		}
 	}
-	r.stuck = true
-	switch {
-	case r.forged:
-		r.tracef("no rest, after forged frames: %s", r.state())
-	case r.orphanedPull():
-		r.tracef("no rest, PULLs orphaned: %s", r.state())
-	case r.pageDoneBlocked():
-		r.tracef("no rest, PAGE_DONE behind a blocked command: %s", r.state())
-	default:
-		r.fatalf("no rest: %s", r.state())
-	}
-}
-
-// orphanedPull reports whether all that keeps the pair from rest is PULLs
-// whose request the responder acknowledged and will never answer: it
-// refused the request but the refusal NACK was lost or overtaken (the
-// ACK after it covered the request), or it gave up its sending session
-// to the requester (failPeer drops the responses it owed) and has
-// nothing more to send, so the requester never sees a new session and
-// never cuts the PULL. The requester has no timer on a PULL whose request
-// was acknowledged: known gaps, reported, not this fuzzer's to close.
-func (r *pfRig) orphanedPull() bool {
-	for n, d := range r.dev {
-		for _, p := range d.peerList {
-			for _, j := range p.q {
-				rp := r.dev[1-n].peers[uint16(n+1)]
-				if j.desc.Opcode != uapi.OpPULL || !j.sentAll || !seqLE(j.lastSeq, p.tx.Acked()) || rp == nil ||
-					len(r.epochs[1-n]) < 2 && r.epochs[1-n][rp.tx.Epoch()] && !r.cmds[n][j.idx].refusalLost {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// pageDoneBlocked reports the known deadlock of two nodes paging towards
-// each other (docs/lmmc.md, "both nodes paging at once"): a node holds
-// its peer's data for a paging request, and the PAGE_DONE its driver
-// posted (or would post, were the queue not full) waits behind a command
-// the device does not take (a FENCE or MAX_INFLIGHT holds intake up, for
-// data the other node holds the same way). The device takes PAGE_DONE
-// past a FENCE only when it is next in the queue.
-func (r *pfRig) pageDoneBlocked() bool {
-	for n, d := range r.dev {
-		held := false
-		for _, p := range d.peerList {
-			held = held || p.pagingHold
-		}
-		blocked := d.fence != nil || d.inflight >= d.cfg.MaxInflight
-		waiting := len(r.pages[n]) > 0 // the queue is full of commands not taken
-		for _, c := range r.cmds[n][d.cmdHead:] {
-			waiting = waiting || c.desc.Opcode == uapi.OpPAGEDONE
-		}
-		if held && blocked && waiting {
-			return true
-		}
-	}
-	return false
+	// Every command completes exactly once, forged frames or not: a
+	// pair that finds no rest has a command waiting for ever.
+	r.fatalf("no rest: %s", r.state())
 }
 
 // state describes both nodes for a failure message.
@@ -1058,7 +991,7 @@ func (r *pfRig) state() string {
 func (r *pfRig) final() {
 	for n := range 2 {
 		for _, c := range r.cmds[n] {
-			if c.stats == 0 && !r.stuck && (c.needsStatus() || !c.inQ && c.desc.Opcode != uapi.OpNOP && c.desc.Opcode != uapi.OpFENCE) {
+			if c.stats == 0 && (c.needsStatus() || c.refused != 0 && !r.forged || !c.inQ && c.desc.Opcode != uapi.OpNOP && c.desc.Opcode != uapi.OpFENCE) {
 				r.fatalf("node %d command %d (%s %+v) never completed", n+1, c.idx, c.desc.Opcode, c.desc)
 			}
 			if c.desc.Opcode == uapi.OpFENCE && c.stats > 0 && c.err == uapi.EOK { // not a refused one
@@ -1071,12 +1004,12 @@ func (r *pfRig) final() {
 		}
 		r.untouched(n)
 	}
-	if r.forged || r.stuck {
+	if r.forged {
 		return
 	}
 	for _, cs := range r.cmds {
 		for _, c := range cs {
-			ok := c.ended >= 0 && c.err == uapi.EOK && c.inQ && !c.refusalLost
+			ok := c.ended >= 0 && c.err == uapi.EOK && c.inQ
 			switch {
 			case !ok:
 			case c.desc.Opcode == uapi.OpPUSH:
@@ -1322,13 +1255,15 @@ func TestPairCorruptedCRCFlag(t *testing.T) {
 	}
 }
 
-// nextDeadline is the earliest retransmission deadline of any of d's
-// peers (0: none), so the quiesce phase can jump the clock to it.
+// nextDeadline is the earliest retransmission (or PULL guard) deadline
+// of any of d's peers (0: none), so the quiesce phase can jump the clock to it.
 func (d *Device) nextDeadline() int64 {
 	var at int64
 	for _, p := range d.peerList {
-		if t := p.tx.Deadline(); t != 0 && (at == 0 || t < at) {
-			at = t
+		for _, t := range []int64{p.tx.Deadline(), p.pullDeadline} {
+			if t != 0 && (at == 0 || t < at) {
+				at = t
+			}
 		}
 	}
 	return at

@@ -1,7 +1,9 @@
 package vdev
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -24,6 +26,12 @@ type peer struct {
 	pkz   int             // q[:pkz] are wholly packetized
 	resp  []*respJob      // PULL responses owed to this node, in order
 	pulls map[uint32]*job // our PULLs from this node, by message id
+	// the requester's guard on PULLs whose request this node acknowledged:
+	// armed while any waits for its data, pushed back by every data frame
+	// of this node's session; MaxTimeouts in a row fail them UNREACHABLE
+	pullDeadline int64
+	pullExpired  uint64 // the engine pass that first saw pullDeadline passed
+	pullTimeouts int
 
 	// receiving
 	owedCtl    []ctl  // NACKs the link could not take yet
@@ -33,7 +41,23 @@ type peer struct {
 	rfOwed     bool   // its RING_FULL status still waits for status ring room
 	rfAMT      uint16 // the ring that status names
 	msg        rxMsg  // the PUSH or IPUSH message of this peer in progress
+	// refusals of this peer's packets (its current session) it has not
+	// confirmed taking (an ACK with flag Refused), oldest first: no ACK
+	// field to it passes one, and each is repeated when it resends
+	refusals    []refusal
+	refusalPass uint64 // the engine pass that last repeated them
 }
+
+// refusal is a packet the receiver refused for good, and why.
+type refusal struct {
+	seq  uint32
+	code uint16
+}
+
+// maxRefusals bounds the refusals a receiver keeps per peer. A peer that
+// confirms each refusal it takes never comes near it; beyond it the oldest
+// is forgotten (its ACK is no longer held back).
+const maxRefusals = 256
 
 // rxMsg is the receiver's view of the message a peer is sending: a
 // message is reported complete only when every packet of it was placed.
@@ -82,7 +106,7 @@ type ctl struct {
 func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
 	if ack, ok := p.rx.AckField(); ok {
 		h.Flags |= wire.FlagAckValid
-		h.Ack = owedRefusal(p, h, ack)
+		h.Ack = heldAck(p, h, ack)
 	}
 	if d.crc {
 		h.Flags |= wire.FlagCRC
@@ -109,18 +133,56 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 	return nil
 }
 
-// owedRefusal caps an ACK field below the first refusal still owed to p
-// (the link was full), other than the refusal h is: a frame that left
-// before the refusal and acknowledged the refused packet would complete
-// the refused command as if it had been placed.
-func owedRefusal(p *peer, h *wire.Header, ack uint32) uint32 {
-	for _, c := range p.owedCtl {
-		refusal := c.typ == wire.TypeNack && c.code != wire.NackRetry && c.code <= wire.NackRefusalMax
-		if refusal && !(h.Type == wire.TypeNack && h.Seq == c.seq && h.Code == c.code) && seqLE(c.seq, ack) {
-			return c.seq - 1
+// heldAck caps an ACK field below the oldest refusal p has not confirmed
+// taking, other than the refusal h carries: a frame that acknowledged the
+// refused packet while the refusal NACK was lost, overtaken or still owed
+// (the link was full) would complete the refused command as if its data
+// had been placed. Only the refusal NACK itself acknowledges the refused
+// packet, so the sender reads the reason before the ACK.
+func heldAck(p *peer, h *wire.Header, ack uint32) uint32 {
+	for _, r := range p.refusals {
+		if seqLE(r.seq, ack) && !(h.Type == wire.TypeNack && h.Seq == r.seq && h.Code == r.code) {
+			return r.seq - 1
 		}
 	}
 	return ack
+}
+
+// refuse records that p's packet seq (just consumed) is refused with
+// code, and sends the refusal NACK. The refusal is kept, holding back
+// every other ACK field, until p confirms it (confirmRefusal).
+func (d *Device) refuse(p *peer, seq uint32, code uint16) {
+	if len(p.refusals) >= maxRefusals {
+		p.refusals = append(p.refusals[:0], p.refusals[1:]...)
+	}
+	p.refusals = append(p.refusals, refusal{seq, code})
+	d.sendCtl(p, wire.TypeNack, seq, code, 0)
+}
+
+// repeatRefusals sends p's unconfirmed refusals again, once per engine
+// pass: p resent a packet, so it is waiting for an ACK that the refusal
+// holds back, and the refusal NACK (or its confirmation) was lost.
+func (d *Device) repeatRefusals(p *peer) {
+	if len(p.refusals) == 0 || p.refusalPass == d.pass {
+		return
+	}
+	p.refusalPass = d.pass
+	for _, r := range p.refusals {
+		if !slices.Contains(p.owedCtl, ctl{wire.TypeNack, r.seq, r.code, 0}) {
+			d.sendCtl(p, wire.TypeNack, r.seq, r.code, 0)
+		}
+	}
+}
+
+// confirmRefusal applies p's confirmation (an ACK with flag Refused) that
+// it took our refusal of its packet seq in its session epoch.
+func (d *Device) confirmRefusal(p *peer, epoch uint16, seq uint32) {
+	if !p.rx.Known() || epoch != p.rx.Epoch() {
+		return // an older session's: its refusals went with it
+	}
+	if i := slices.IndexFunc(p.refusals, func(r refusal) bool { return r.seq == seq }); i >= 0 {
+		p.refusals = slices.Delete(p.refusals, i, i+1)
+	}
 }
 
 // sendCtl sends a NACK now or keeps it for a later pass when the link is
@@ -159,7 +221,7 @@ func (d *Device) flushOwed() bool {
 // the highest number received in Addr.
 func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) error {
 	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
-	plain := typ == wire.TypeAck && flags&wire.FlagHold == 0 || typ == wire.TypeNack && code == wire.NackSeqErr
+	plain := typ == wire.TypeAck && flags&(wire.FlagHold|wire.FlagRefused) == 0 || typ == wire.TypeNack && code == wire.NackSeqErr
 	switch gap, expect, hi, sack := p.rx.Gap(); {
 	case plain && gap:
 		h.Type, h.Code, h.Seq, h.Addr = wire.TypeNack, wire.NackSeqErr, expect, uint64(hi)
@@ -209,11 +271,26 @@ func (d *Device) flushAcks(burst bool) {
 func (d *Device) control(p *peer, h *wire.Header) {
 	now := d.now()
 	before := p.tx.Acked()
-	if h.Type == wire.TypeNack {
-		// A refusal NACK's ACK field covers the refused packet: record the
-		// reason first, or the ACK completes its command as if it had
-		// succeeded (and a refused PULL never completes).
+	nack := h.Type == wire.TypeNack
+	if nack {
 		d.count(uapi.CtrNACKsRx, 1)
+	}
+	if c := h.Code; nack && c != wire.NackRetry && c <= wire.NackRefusalMax {
+		// Only a refusal NACK's ACK field covers the refused packet (every
+		// other ACK is held below it until we confirm): record the reason
+		// first, or the ACK completes its command as if it had succeeded
+		// (and a refused PULL never completes). Confirm every refusal
+		// NACK, repeats too: a lost confirmation makes the peer repeat it.
+		d.refused(p, h.Seq, uapi.Errno(c))
+		d.sendCtl(p, wire.TypeAck, h.Seq, p.tx.Epoch(), wire.FlagRefused)
+	}
+	// The cumulative ACK goes before what a NACK asks: a gap report, a
+	// retry or a resume acknowledges nothing by its Seq (see
+	// transport.Tx.Gap).
+	if h.Flags&wire.FlagAckValid != 0 {
+		p.tx.Ack(h.Ack, now)
+	}
+	if nack {
 		switch c := h.Code; {
 		case c == wire.NackSeqErr:
 			var sack uint64
@@ -225,13 +302,7 @@ func (d *Device) control(p *peer, h *wire.Header) {
 			p.tx.Resume(h.Seq, now)
 		case c == wire.NackRetry:
 			p.tx.Retry(h.Seq, now)
-		case c <= wire.NackRefusalMax:
-			d.refused(p, h.Seq, uapi.Errno(c))
-			p.tx.Refused(h.Seq, now)
 		}
-	}
-	if h.Flags&wire.FlagAckValid != 0 {
-		p.tx.Ack(h.Ack, now)
 	}
 	if h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 {
 		p.tx.Alive() // the peer is there, only holding: not unreachable
@@ -248,6 +319,9 @@ func (d *Device) control(p *peer, h *wire.Header) {
 func (d *Device) retransmit(now int64) bool {
 	busy := false
 	for _, p := range d.peerList {
+		if p.pullDeadline != 0 && now >= p.pullDeadline {
+			busy = d.expirePulls(p, now) || busy
+		}
 		if p.tx.Due(now) {
 			d.expire(p, now)
 		}
@@ -311,9 +385,88 @@ func (d *Device) failPeer(p *peer, e uapi.Errno) {
 	clear(q)
 	p.q, p.pkz = q[:0], 0
 	p.pulls = map[uint32]*job{}
+	d.unwatchPulls(p)
 	d.respJobs -= len(p.resp)
 	p.resp = nil
 	clear(p.sent)
 	p.sent = p.sent[:0]
 	p.tx.Reset()
+}
+
+// awaitingPull reports whether a PULL from p waits for data whose request
+// p acknowledged: only p's responses can complete it now.
+func awaitingPull(p *peer) bool {
+	for _, j := range p.pulls {
+		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchPulls arms the guard on p's PULLs once a request is acknowledged.
+// A responder that gave up its session to us dropped the responses it
+// owed, and with nothing more to send never starts the new session that
+// would tell us (cutSession): without the guard such a PULL waited for
+// ever.
+func (d *Device) watchPulls(p *peer) {
+	if p.pullDeadline == 0 && len(p.pulls) > 0 && awaitingPull(p) {
+		p.pullDeadline, p.pullExpired, p.pullTimeouts = d.now()+p.tx.RTO(), 0, 0
+		d.book.Timers++
+	}
+}
+
+// pullProgress notes a data frame of p's current session: p is serving
+// us, so the guard starts over.
+func (d *Device) pullProgress(p *peer) {
+	if p.pullDeadline != 0 {
+		p.pullDeadline, p.pullExpired, p.pullTimeouts = d.now()+p.tx.RTO(), 0, 0
+	}
+}
+
+// unwatchPulls disarms the guard.
+func (d *Device) unwatchPulls(p *peer) {
+	if p.pullDeadline != 0 {
+		p.pullDeadline = 0
+		d.book.Timers--
+	}
+}
+
+// expirePulls handles the guard's passed deadline, with the transport's
+// rules: it counts only if still passed GracePasses engine passes later
+// (the clock runs while the engine is off its core), the interval doubles
+// up to MaxBackoff, and MaxTimeouts in a row without a data frame from p
+// fail every PULL waiting for p's data with UNREACHABLE.
+func (d *Device) expirePulls(p *peer, now int64) bool {
+	if !awaitingPull(p) {
+		d.unwatchPulls(p)
+		return false
+	}
+	if p.pullExpired == 0 {
+		p.pullExpired = d.pass
+		return false
+	}
+	if d.pass-p.pullExpired < transport.GracePasses {
+		return false
+	}
+	d.count(uapi.CtrTimeouts, 1)
+	if p.pullTimeouts++; p.pullTimeouts < d.cfg.MaxTimeouts {
+		p.pullDeadline = now + min(p.tx.RTO()<<min(p.pullTimeouts, 20), transport.MaxBackoff)
+		p.pullExpired = 0
+		return false
+	}
+	d.unwatchPulls(p)
+	var orphans []*job
+	for id, j := range p.pulls {
+		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
+			delete(p.pulls, id)
+			orphans = append(orphans, j)
+		}
+	}
+	slices.SortFunc(orphans, func(a, b *job) int { return cmp.Compare(a.idx, b.idx) })
+	for _, j := range orphans { // in posting order
+		d.count(uapi.CtrMsgCut, 1)
+		d.finish(j, uapi.EUnreachable, true)
+	}
+	return true
 }

@@ -122,6 +122,9 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		switch {
 		case h.Type == wire.TypeAck:
 			d.count(uapi.CtrAcksRx, 1)
+			if h.Flags&wire.FlagRefused != 0 {
+				d.confirmRefusal(p, h.Code, h.Seq)
+			}
 			fallthrough
 		case h.Type == wire.TypeNack:
 			d.port.Release(f)
@@ -134,11 +137,13 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		if known := p.rx.Known(); p.rx.Session(h.Code) && known {
 			d.cutSession(p)
 		}
+		d.pullProgress(p) // p is serving us in this session
 	}
 	switch p.rx.Check(h.Seq) {
 	case transport.Duplicate:
 		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with what we have
 		p.rx.Owe(d.pass)
+		d.repeatRefusals(p) // what we have may be held back below a refusal
 		d.port.Release(f)
 		return false
 	case transport.Ahead:
@@ -167,7 +172,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		p.rx.Accept(d.pass)
 	case refused:
 		p.rx.Accept(d.pass)
-		d.sendCtl(p, wire.TypeNack, h.Seq, uint16(code), 0) // consumes seq: the ACK field covers it
+		d.refuse(p, h.Seq, uint16(code)) // consumes seq: the NACK's ACK field covers it
 	case ringFull, statusFull:
 		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 			if out == ringFull {
@@ -260,6 +265,7 @@ func (d *Device) cutSession(p *peer) {
 		d.holding--
 	}
 	p.pagingHold, p.heldRF, p.rfOwed = false, false, false
+	p.refusals = p.refusals[:0] // the old session's packets will not come again
 	for id, j := range p.pulls {
 		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
 			delete(p.pulls, id)

@@ -77,35 +77,88 @@ func (d *Device) pollCommands() bool {
 // ones join their destination's queue. It stops at a FENCE until every
 // command before it completed, and when MAX_INFLIGHT commands are in
 // flight (head-of-line blocking returns only then); READ_DONE and
-// PAGE_DONE are still taken behind either, since they are local and may be
-// what unblocks it.
+// PAGE_DONE still run behind either, from anywhere in the queue (see
+// takeAhead), since they are local and may be what unblocks it.
 func (d *Device) intake() bool {
 	busy := false
 	for n := 0; n < 64 && len(d.compQ) == 0; n++ {
 		// A slot is published when its SEQ word is its index+1: polling the
 		// slot itself costs one cache-line transfer per command where
 		// polling CMDQ_TAIL and then reading the slot costs two.
-		slot := d.g.CmdqOff + (d.cmdHead&(d.g.CmdqEntries-1))*uapi.DescSize
+		slot := d.cmdSlot(d.cmdHead)
 		if d.r.Load64At(slot+uapi.DescSeqOff) != d.cmdHead+1 {
 			break
 		}
+		idx := d.cmdHead
+		if d.cmdAhead.taken[idx] { // ran ahead of a blocked command: only the head moves
+			delete(d.cmdAhead.taken, idx)
+			d.cmdHead++
+			d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
+			busy = true
+			continue
+		}
 		if d.fence != nil || d.inflight >= d.cfg.MaxInflight {
-			op := uapi.Opcode(d.r.Load64At(slot) & 0xff)
-			if op != uapi.OpREADDONE && op != uapi.OpPAGEDONE {
+			if op := uapi.Opcode(d.r.Load64At(slot) & 0xff); op != uapi.OpREADDONE && op != uapi.OpPAGEDONE {
+				busy = d.takeAhead() || busy
 				break
 			}
 		}
 		desc := d.r.ReadDesc(slot)
-		idx := d.cmdHead
 		d.cmdHead++
 		d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
-		d.count(uapi.CtrCmds, 1)
-		if d.trace {
-			d.stamp(uapi.TraceCmdSeen)
-		}
+		d.take(desc, idx)
 		busy = true
-		d.execute(desc, idx)
 	}
+	return busy
+}
+
+func (d *Device) cmdSlot(idx uint64) uint64 {
+	return d.g.CmdqOff + (idx&(d.g.CmdqEntries-1))*uapi.DescSize
+}
+
+// take executes a descriptor taken from the command queue.
+func (d *Device) take(desc uapi.Desc, idx uint64) {
+	d.count(uapi.CtrCmds, 1)
+	if d.trace {
+		d.stamp(uapi.TraceCmdSeen)
+	}
+	d.execute(desc, idx)
+}
+
+// cmdAhead is what the command engine remembers of the published slots
+// past a blocked head that it has looked at.
+type cmdAhead struct {
+	next  uint64          // the next slot to look at (below it, each was seen once)
+	taken map[uint64]bool // slots run ahead of the head, skipped when it gets there
+}
+
+// takeAhead runs the READ_DONEs and PAGE_DONEs published behind the
+// blocked command at the head, in posting order: a PAGE_DONE ends a
+// paging hold that may be what keeps that command (or the FENCE before
+// it) from completing, as when two nodes page towards each other with
+// full windows (docs/lmmc.md). The head moves past them only when it gets
+// there, so their slots stay the device's until then. Each slot is looked
+// at once, however long the head stays blocked.
+func (d *Device) takeAhead() bool {
+	busy := false
+	end := d.cmdHead + d.g.CmdqEntries
+	i := max(d.cmdAhead.next, d.cmdHead+1)
+	for ; i != end && len(d.compQ) == 0; i++ {
+		slot := d.cmdSlot(i)
+		if d.r.Load64At(slot+uapi.DescSeqOff) != i+1 {
+			break // not published yet: look again from here
+		}
+		if op := uapi.Opcode(d.r.Load64At(slot) & 0xff); op != uapi.OpREADDONE && op != uapi.OpPAGEDONE {
+			continue
+		}
+		if d.cmdAhead.taken == nil {
+			d.cmdAhead.taken = map[uint64]bool{}
+		}
+		d.cmdAhead.taken[i] = true
+		d.take(d.r.ReadDesc(slot), i)
+		busy = true
+	}
+	d.cmdAhead.next = i
 	return busy
 }
 
@@ -150,6 +203,9 @@ func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
 			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie})
 	default:
 		d.done(&j.desc, j.idx)
+	}
+	if j.desc.Opcode == uapi.OpPULL && len(p.pulls) == 0 {
+		d.unwatchPulls(p)
 	}
 	if unqueue {
 		if i := slices.Index(p.q, j); i >= 0 {
@@ -426,6 +482,9 @@ func (d *Device) retire(p *peer, before uint32) {
 		p.resp[0] = nil
 		p.resp = p.resp[1:]
 		d.respJobs--
+	}
+	if len(p.pulls) > 0 {
+		d.watchPulls(p) // a PULL request acknowledged: only p's responses complete it now
 	}
 }
 

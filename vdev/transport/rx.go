@@ -81,6 +81,9 @@ func (r *Rx) StartAt(epoch uint16, seq uint32) {
 // Known reports whether a session was seen (a first one is no change).
 func (r *Rx) Known() bool { return r.known }
 
+// Epoch is the sender's session being received (meaningful once Known).
+func (r *Rx) Epoch() uint16 { return r.epoch }
+
 // Expect is the next sequence number to accept.
 func (r *Rx) Expect() uint32 { return r.expect }
 

@@ -45,6 +45,7 @@ func TestGapResendsOnlyTheMissing(t *testing.T) {
 	sendN(tx, 10, 1000) // 1..10
 	// The receiver has 1..3, misses 4 and 6, placed 5, 7, 8; saw up to 8.
 	// SACK bit i is expect+1+i: 5 -> bit 0, 7 -> bit 2, 8 -> bit 3.
+	tx.Ack(3, 2000) // the NACK's cumulative ACK, applied first
 	tx.Gap(4, 8, 1<<0|1<<2|1<<3, 2000)
 	if tx.Acked() != 3 {
 		t.Fatalf("acked %d, want 3", tx.Acked())
@@ -155,6 +156,7 @@ func TestTimeoutGraceBackoffUnreachable(t *testing.T) {
 func TestRetryAndResume(t *testing.T) {
 	tx, _ := newTx(64)
 	sendN(tx, 4, 0)
+	tx.Ack(1, 10)
 	tx.Retry(2, 10)
 	if tx.Acked() != 1 || tx.Room() {
 		t.Fatalf("retry: acked %d, room %v (new packets must wait for the go-back)", tx.Acked(), tx.Room())
@@ -165,6 +167,7 @@ func TestRetryAndResume(t *testing.T) {
 	if got := resent(tx, 20); !eq(got, []uint32{2, 3, 4}) {
 		t.Fatalf("go-back resent %v", got)
 	}
+	tx.Ack(3, 30)
 	tx.Resume(4, 30)
 	if got := resent(tx, 40); !eq(got, []uint32{4}) || tx.Acked() != 3 {
 		t.Fatalf("resume resent %v, acked %d", got, tx.Acked())
@@ -254,6 +257,7 @@ func TestWrap(t *testing.T) {
 	tx, _ := newTx(64)
 	tx.StartAt(0xFFFFFFFE)
 	s := sendN(tx, 4, 0) // FFFFFFFE, FFFFFFFF, 0, 1
+	tx.Ack(0xFFFFFFFE, 1)
 	tx.Gap(0xFFFFFFFF, 1, 1<<0, 1)
 	if tx.Acked() != 0xFFFFFFFE {
 		t.Fatalf("acked %#x", tx.Acked())
@@ -291,5 +295,32 @@ func TestReceiverStaleSession(t *testing.T) {
 	}
 	if !rx.Stale(8) || !rx.Stale(11) || rx.Stale(7) {
 		t.Fatal("the last four epochs left are stale, older ones forgotten")
+	}
+}
+
+// A gap report, a retry and a resume acknowledge nothing themselves: a
+// receiver holding its ACK below a refused packet reports a gap after it,
+// and the refused packet must stay outstanding until the refusal arrives.
+func TestNacksAcknowledgeNothing(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 6, 0)    // 1..6
+	tx.Ack(1, 1)       // the receiver holds its ACK below 2 (refused)
+	tx.Gap(5, 6, 0, 2) // 3 and 4 arrived, 5 is missing
+	if tx.Acked() != 1 {
+		t.Fatalf("a gap report acknowledged through %d", tx.Acked())
+	}
+	if got := resent(tx, 3); !eq(got, []uint32{5, 6}) {
+		t.Fatalf("resent %v, want [5 6]: the packets before expect arrived", got)
+	}
+	tx.Resume(5, 4)
+	if tx.Acked() != 1 {
+		t.Fatalf("a resume acknowledged through %d", tx.Acked())
+	}
+	if got := resent(tx, 5); !eq(got, []uint32{2, 3, 4, 5, 6}) {
+		t.Fatalf("resume resent %v, want every unacknowledged packet", got)
+	}
+	tx.Retry(5, 6)
+	if tx.Acked() != 1 {
+		t.Fatalf("a retry acknowledged through %d", tx.Acked())
 	}
 }

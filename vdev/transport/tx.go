@@ -211,8 +211,11 @@ func (t *Tx) at(seq uint32) *pkt {
 // did not place is marked for resending at once, unless it was already
 // resent and nothing sent after that resend has arrived yet (the resend
 // may still be on its way). No timer is involved.
+//
+// Gap acknowledges nothing: expect-1 is not always acknowledged (a
+// receiver holds its ACK below a packet it refused until the sender has
+// the refusal). The caller applies the frame's cumulative ACK first.
 func (t *Tx) Gap(expect, hi uint32, sack uint64, now int64) {
-	t.Ack(expect-1, now)
 	for i := range uint32(SackBits) {
 		if sack&(1<<i) != 0 {
 			if p := t.at(expect + 1 + i); p != nil {
@@ -240,29 +243,24 @@ func (t *Tx) Gap(expect, hi uint32, sack uint64, now int64) {
 	}
 }
 
-// Refused applies a NACK that consumed seq for good (the device has
-// already recorded the refusal against its command): it acknowledges
-// everything through seq.
-func (t *Tx) Refused(seq uint32, now int64) { t.Ack(seq, now) }
-
 // Retry applies a NACK asking for seq again later (a full ring in NACK
-// mode): everything from seq goes again after the backoff, which doubles.
-// A NACK never counts as a timeout.
+// mode): everything not acknowledged goes again after the backoff, which
+// doubles. A NACK never counts as a timeout. Like Gap it acknowledges
+// nothing: the caller applies the frame's cumulative ACK first.
 func (t *Tx) Retry(seq uint32, now int64) {
 	if int32(seq-t.acked) <= 0 || t.goBack {
 		return
 	}
-	t.Ack(seq-1, now)
 	if len(t.pkts) > 0 {
 		t.arm(now+t.backoff, true)
 		t.backoff = min(t.backoff*2, MaxBackoff)
 	}
 }
 
-// Resume applies a NACK saying the receiver's hold ended: everything from
-// seq goes again now.
+// Resume applies a NACK saying the receiver's hold ended: everything not
+// acknowledged goes again now (the caller applies the frame's cumulative
+// ACK first, as for Gap).
 func (t *Tx) Resume(seq uint32, now int64) {
-	t.Ack(seq-1, now)
 	t.goBackAll(CauseGoBack)
 }
 

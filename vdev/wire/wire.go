@@ -185,6 +185,11 @@ const (
 	// FlagSack tells the sender which packets need no resend while the
 	// receiver holds packets placed out of order.
 	FlagSack Flags = 1 << 11
+	// FlagRefused confirms a refusal: a receiver holds its cumulative ACK
+	// below every packet it refused until the sender says it has the
+	// refusal, so a lost refusal NACK cannot let a later ACK complete the
+	// refused command as if its data had been placed.
+	FlagRefused Flags = 1 << 12
 )
 
 // FlagDoc names and explains one flag bit.
@@ -210,6 +215,7 @@ var FlagDocs = []FlagDoc{
 	{FlagTagged, "Tagged", "PUSH: Tag names the LMMC port whose link page frames the data must land in; the receiver refuses it elsewhere (BAD_TAG)"},
 	{FlagUnordered, "Unordered", "the receiver may place this packet before the packets ahead of it in sequence have arrived (selective repeat)"},
 	{FlagSack, "Sack", "ACK, NACK: Imm is a selective-ack bitmap: bit i set means sequence number Ack+2+i was received and placed (Ack+1 is missing)"},
+	{FlagRefused, "Refused", "ACK: the sender of this ACK has taken the refusal NACK of its packet Seq, of its session Code; the receiver stops repeating that refusal and holding its cumulative ACK below it"},
 }
 
 // knownFlags is the union of FlagDocs, for Flags.String.
@@ -369,7 +375,7 @@ var Fields = []Field{
 	{"PayloadLen", 36, 4, "Payload length", false, "payload bytes after the header; a frame holding fewer is rejected"},
 	{"Addr", 40, 8, "Address", true, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"},
 	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
-	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; otherwise 0"},
+	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"},
 	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in; otherwise 0"},
 	{"Checksum", 60, 4, "Checksum", true, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
 }
