@@ -31,7 +31,7 @@ run "dimmnet <command> -h" for a command's flags.
 `
 
 func main() {
-	subproc.Main() // a child this binary started to be one end of a measurement
+	subproc.Main()        // a child this binary started to be one end of a measurement
 	if os.Getpid() == 1 { // /init of a lab guest
 		guestInit()
 	}
