@@ -120,11 +120,11 @@ const (
 // Per-baseline bounds: untimed warm-up round trips, and at most this many
 // timed ones (fewer when the time budget ends first).
 var rawBounds = map[string]struct{ warm, max int }{
-	CondWord:           {1000, 200000},
+	CondWord:           {1000, 500000},
 	CondHandoffSpin:    {5, 300}, // milliseconds each: the scheduler's slice
-	CondHandoffYield:   {200, 20000},
-	CondHandoffEventfd: {200, 20000},
-	CondUDP:            {200, 20000},
+	CondHandoffYield:   {200, 100000},
+	CondHandoffEventfd: {200, 100000},
+	CondUDP:            {200, 100000},
 }
 
 // RawBaselines measures every raw baseline (RawConditions), each for about
