@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -150,14 +151,15 @@ func attach(t *testing.T, sock string) *driver.Driver {
 func TestTwoProcessPingPong(t *testing.T) {
 	d := startDaemon(t, 2)
 	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", d.sock(0)+","+d.sock(1),
-		"--json", "-q", "--max", "4096", "--iters", "50").Output()
+		"--json", "-q", "--max", "4096", "--iters", "50", "--raw-time", "50ms").Output()
 	if err != nil {
 		t.Fatalf("pingpong: %v\n%s", err, d.stderr)
 	}
-	var recs []pingpong.Result
-	if err := json.Unmarshal(out, &recs); err != nil {
+	var all []pingpong.Result
+	if err := json.Unmarshal(out, &all); err != nil {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
+	recs, raw := splitRaw(all)
 	if len(recs) != 10*4 {
 		t.Fatalf("%d records, want 40 (10 sizes x PUSH/IPUSH x linkmem/hostcopy)", len(recs))
 	}
@@ -166,10 +168,55 @@ func TestTwoProcessPingPong(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 	}
+	checkRaw(t, raw)
 	// the devices really carried them: 40 runs x (50 + warm-up) round trips each way
 	a := attach(t, d.sock(0))
 	if got := a.Counter(uapi.CtrRxPkts); got < 40*50 {
 		t.Fatalf("node 0 placed %d packets", got)
+	}
+}
+
+// splitRaw separates an attached run's device records from its raw
+// baselines (mode "raw").
+func splitRaw(all []pingpong.Result) (device, raw []pingpong.Result) {
+	for _, r := range all {
+		if r.Mode == pingpong.ModeRaw {
+			raw = append(raw, r)
+		} else {
+			device = append(device, r)
+		}
+	}
+	return device, raw
+}
+
+// checkRaw wants one record of each raw baseline, with positive and
+// finite RTT/2 figures.
+func checkRaw(t *testing.T, raw []pingpong.Result) {
+	t.Helper()
+	if len(raw) != len(pingpong.RawConditions) {
+		t.Fatalf("%d raw records, want %d: %+v", len(raw), len(pingpong.RawConditions), raw)
+	}
+	for i, r := range raw {
+		ok := func(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
+		if r.Condition != pingpong.RawConditions[i] || r.Size != 8 || r.Iters < 1 || !ok(r.RTTHalfUs) || !ok(r.RTTHalfP50Us) {
+			t.Errorf("raw record %+v", r)
+		}
+	}
+}
+
+// The text of an attached run sets the device beside every raw baseline
+// of the same run and the hand-off limit.
+func TestAttachedRunPrintsRawBaselines(t *testing.T) {
+	d := startDaemon(t, 2)
+	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", d.sock(0)+","+d.sock(1),
+		"-q", "--max", "8", "--iters", "20", "--raw-time", "50ms").Output()
+	if err != nil {
+		t.Fatalf("pingpong: %v\n%s", err, d.stderr)
+	}
+	for _, want := range append([]string{"raw baselines, same run", "hand-off limit", "x the hand-off limit", "x UDP loopback"}, pingpong.RawConditions...) {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -329,7 +376,7 @@ func TestDaemonBadClients(t *testing.T) {
 		}
 	}
 	// and a new pair still runs (its responder drains what the dead one left)
-	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", d.sock(0)+","+d.sock(1), "--json", "-q", "--max", "64", "--iters", "20").CombinedOutput()
+	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", d.sock(0)+","+d.sock(1), "--json", "-q", "--max", "64", "--iters", "20", "--raw-time", "50ms").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ping-pong after a crash: %v\n%s\n%s", err, out, d.stderr)
 	}
@@ -461,12 +508,13 @@ func TestTwoDaemonsOverUDP(t *testing.T) {
 	a := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "0")
 	b := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "1")
 	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", a.sock(0)+","+filepath.Join(b.dir, "node1.sock"),
-		"--json", "-q", "--max", "64", "--iters", "20").Output()
+		"--json", "-q", "--max", "64", "--iters", "20", "--raw-time", "50ms").Output()
 	if err != nil {
 		t.Fatalf("pingpong over UDP: %v\n%s\n%s", err, a.stderr, b.stderr)
 	}
-	var recs []pingpong.Result
-	if err := json.Unmarshal(out, &recs); err != nil || len(recs) != 4*4 {
+	var all []pingpong.Result
+	err = json.Unmarshal(out, &all)
+	if recs, _ := splitRaw(all); err != nil || len(recs) != 4*4 {
 		t.Fatalf("records %d: %v\n%s", len(recs), err, out)
 	}
 	d := attach(t, a.sock(0))

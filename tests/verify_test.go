@@ -16,15 +16,16 @@ import (
 func TestTwoProcessPingPongVerified(t *testing.T) {
 	d := startDaemon(t, 2)
 	const iters, warm, runs = 20, 2, 6 * 4 // 8 B .. 256 B x PUSH/IPUSH x linkmem/hostcopy
-	args := []string{"pingpong", "--attach", d.sock(0) + "," + d.sock(1), "--verify", "-q", "--max", "256", "--iters", strconv.Itoa(iters)}
+	args := []string{"pingpong", "--attach", d.sock(0) + "," + d.sock(1), "--verify", "-q", "--max", "256", "--iters", strconv.Itoa(iters), "--raw-time", "50ms"}
 	out, err := exec.Command(dimmnet(t), append(args, "--json")...).Output()
 	if err != nil {
 		t.Fatalf("pingpong --json: %v\n%s", err, d.stderr)
 	}
-	var recs []pingpong.Result
-	if err := json.Unmarshal(out, &recs); err != nil {
+	var all []pingpong.Result
+	if err := json.Unmarshal(out, &all); err != nil {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
+	recs, _ := splitRaw(all)
 	if len(recs) != runs {
 		t.Fatalf("%d records, want %d", len(recs), runs)
 	}

@@ -157,15 +157,15 @@ func guestPingPong(args map[string]string) error {
 		half := float64(monotime.Now()-start) / float64(rawIters) / 2 / 1e3
 		emit(pingpong.Result{Mode: "raw", Condition: "word", Size: 8, RTTHalfUs: half, RTTHalfP50Us: half, MBps: 8 / half, Iters: rawIters, Path: "vm"})
 	}
-	for _, st := range newPlan(maxSize, iters) {
+	for _, st := range newPlan(maxSize, iters, 0) {
 		if initiator {
-			r, err := pingpong.Initiate(side, st.mode, st.cond, st.size, st.warm, st.iters)
+			r, err := pingpong.Initiate(side, st.mode, st.cond, st.size, st.bud.Warm, st.bud.Max)
 			if err != nil {
 				return err
 			}
 			r.Path = "vm"
 			emit(r)
-		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.warm+st.iters); err != nil {
+		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.bud.Warm+st.bud.Max); err != nil {
 			return err
 		}
 	}

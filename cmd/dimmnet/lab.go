@@ -225,7 +225,7 @@ func labCmd(args []string) error {
 		}
 	}
 	res := guests[0].results
-	want := len(newPlan(*maxSize, *iters)) + 1
+	want := len(newPlan(*maxSize, *iters, 0)) + 1
 	if len(res) != want {
 		return fmt.Errorf("guest 0 reported %d results, want %d (console log %s)", len(res), want, guests[0].log.Name())
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,16 +28,18 @@ func pingpongCmd(args []string) error {
 	asJSON := fs.Bool("json", false, "print the results as JSON records")
 	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead")
 	maxSize := fs.Int("max", 1<<20, "largest message size in bytes")
-	iters := fs.Int("iters", 0, "round trips per size (0: chosen per size)")
+	iters := fs.Int("iters", 0, "timed round trips per measurement (0: chosen by time, see --time)")
+	runTime := fs.Duration("time", 30*time.Second, "about how long the device measurements take in all: each measurement's round trips are counted from its warm-up's pace to take an even share of what is left (at most the counts a fast path needs, so the in-process default ends sooner); --iters forces a count instead")
+	rawTime := fs.Duration("raw-time", time.Second, "with --attach: the time budget of each raw baseline (word, three hand-offs, UDP) measured in the same run")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp; afpacket and tap use 9000/1500-byte frames)")
 	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge); afpacket and tap need root and make their own network namespace")
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
-	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve")
+	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
-	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts)")
+	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,7 +55,10 @@ func pingpongCmd(args []string) error {
 	if *maxSize < 8 || *maxSize > 4<<20 {
 		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
 	}
-	pl := newPlan(*maxSize, *iters)
+	if *runTime <= 0 || *rawTime <= 0 {
+		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
+	}
+	pl := newPlan(*maxSize, *iters, *runTime)
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile}
 	progress := progressLine(*quiet || *responder != "")
 	defer progress("")
@@ -67,6 +74,12 @@ func pingpongCmd(args []string) error {
 		if err != nil {
 			return err
 		}
+		// The floors this run is judged against, on the machine as it is
+		// now, with the daemon idle.
+		raw, err := pingpong.RawBaselines(*rawTime, progress)
+		if err != nil {
+			return err
+		}
 		var local []pingpong.Result
 		if *compare {
 			if local, err = runInProcess(lo, *maxSize, *verify, pl, progress); err != nil {
@@ -75,9 +88,10 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return writeJSON(os.Stdout, append(res, local...))
+			return writeJSON(os.Stdout, slices.Concat(res, raw, local))
 		}
 		printTable(os.Stdout, "two processes attached to dimmnet serve", res)
+		pingpong.PrintRaw(os.Stdout, res, raw)
 		if *verify {
 			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", verifiedIn(res), respVerified)
 		}
@@ -174,26 +188,60 @@ func verifiedIn(res []pingpong.Result) int {
 }
 
 // step is one measurement of a run; both processes of a two-process run
-// walk the same plan, so they agree on every count without talking.
+// walk the same plan, so they agree on sizes and warm-ups without
+// talking, and the initiator tells the responder each timed count.
 type step struct {
-	mode, cond        string
-	size, warm, iters int
+	mode, cond string
+	size       int
+	bud        pingpong.Budget
+	// runTime, when set, is the whole run's time (the same in every
+	// step), which paces the timed counts (see pacer).
+	runTime time.Duration
 }
 
-func newPlan(maxSize, iters int) []step {
+// maxWarm bounds a measurement's warm-up: the counts a fast path wants
+// (thousands) take a second on a slow one.
+const maxWarm = 200
+
+// newPlan is the run's measurements: iters timed round trips each if
+// iters > 0, else counted by time to take runTime in all if it is set,
+// else the fixed counts pingpong.Iters gives (a plan walked by two sides
+// that cannot talk, such as two lab guests).
+func newPlan(maxSize, iters int, runTime time.Duration) []step {
 	var pl []step
 	combos := [][2]string{{pingpong.ModePush, pingpong.CondLinkMem}, {pingpong.ModeIPush, pingpong.CondLinkMem},
 		{pingpong.ModePush, pingpong.CondHostCopy}, {pingpong.ModeIPush, pingpong.CondHostCopy}}
 	for _, size := range pingpong.Sizes(maxSize) {
 		for _, c := range combos {
 			warm, it := pingpong.Iters(size)
-			if iters > 0 { // a chosen count: warm up in proportion
-				it, warm = iters, max(iters/10, 2)
+			st := step{c[0], c[1], size, pingpong.Count(warm, it), 0}
+			switch {
+			case iters > 0: // a chosen count: warm up in proportion
+				st.bud = pingpong.Count(max(iters/10, 2), iters)
+			case runTime > 0: // counted by time, never more than the fixed count
+				st.bud, st.runTime = pingpong.Budget{Warm: min(warm, maxWarm), Min: min(20, it), Max: it}, runTime
 			}
-			pl = append(pl, step{c[0], c[1], size, warm, it})
+			pl = append(pl, st)
 		}
 	}
 	return pl
+}
+
+// pacer returns each step's budget in turn, its time an even share of
+// what is left of the run's, counted from the first step.
+func pacer(pl []step) func(step) pingpong.Budget {
+	var p *pingpong.Pacer
+	return func(st step) pingpong.Budget {
+		if st.runTime <= 0 {
+			return st.bud
+		}
+		if p == nil {
+			p = pingpong.NewPacer(st.runTime, len(pl))
+		}
+		b := st.bud
+		b.Time = p.Next()
+		return b
+	}
 }
 
 // localPair is the embedded default: two in-process devices, nodes 1 and
@@ -254,9 +302,10 @@ func runInProcess(lo linkOpts, maxSize int, verify bool, pl []step, progress fun
 	}
 	defer closeFn()
 	var res []pingpong.Result
+	budget := pacer(pl)
 	for i, st := range pl {
 		progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
-		r, err := pingpong.Run(sides[0], sides[1], st.mode, st.cond, st.size, st.warm, st.iters)
+		r, err := pingpong.RunFor(sides[0], sides[1], st.mode, st.cond, st.size, budget(st))
 		if err != nil {
 			return nil, err
 		}
@@ -295,6 +344,11 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 	if err != nil {
 		return nil, 0, err
 	}
+	counts, err := cmd.StdinPipe() // each measurement's timed count, as chosen
+	if err != nil {
+		return nil, 0, err
+	}
+	defer counts.Close()
 	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start responder: %w", err)
 	}
@@ -326,9 +380,11 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 		ended <- e
 	}()
 	var res []pingpong.Result
+	budget := pacer(pl)
+	tell := func(n int) error { _, err := fmt.Fprintf(counts, "%d\n", n); return err }
 	for i, st := range pl {
 		progress(fmt.Sprintf("pingpong (two processes) %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
-		r, err := pingpong.Initiate(a, st.mode, st.cond, st.size, st.warm, st.iters)
+		r, err := pingpong.InitiateFor(a, st.mode, st.cond, st.size, budget(st), tell)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -340,7 +396,8 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 }
 
 // respondProcess is the responder process: attach, set up, say ready,
-// serve the plan, say how many messages it verified.
+// serve the plan (each measurement's timed count read from stdin, as the
+// initiator chose it), say how many messages it verified.
 func respondProcess(sock string, peer, maxSize int, verify bool, pl []step) error {
 	if peer < 0 || peer > 65535 {
 		return fmt.Errorf("--responder needs --peer NODE (the initiator's node id)")
@@ -360,8 +417,16 @@ func respondProcess(sock string, peer, maxSize int, verify bool, pl []step) erro
 		return err
 	}
 	fmt.Printf("ready %d\n", d.Node())
+	in := bufio.NewReader(os.Stdin)
+	count := func() (int, error) {
+		var n int
+		if _, err := fmt.Fscanf(in, "%d\n", &n); err != nil {
+			return 0, fmt.Errorf("read from the initiator: %w", err)
+		}
+		return n, nil
+	}
 	for _, st := range pl {
-		if err := pingpong.Respond(b, st.mode, st.cond, st.size, st.warm+st.iters); err != nil {
+		if err := pingpong.RespondFor(b, st.mode, st.cond, st.size, st.bud.Warm, count); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -373,20 +374,34 @@ const (
 
 // Run measures one (mode, condition, size) with a as the initiator and b
 // as the responder (b runs on its own goroutine, as a separate process
-// would). When one side fails the other is stopped, and the error returned
-// is the one that started it.
+// would): warm untimed round trips, then iters timed ones. When one side
+// fails the other is stopped, and the error returned is the one that
+// started it.
 func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
+	return RunFor(a, b, mode, cond, size, Count(warm, iters))
+}
+
+// RunFor is Run with the timed round trips chosen by bud.
+func RunFor(a, b *Side, mode, cond string, size int, bud Budget) (Result, error) {
 	before := snapRecovery(b.D)
 	verified := b.Verified
+	told := make(chan int, 1) // closed once the initiator returns
 	errc := make(chan error, 1)
 	go func() {
-		err := Respond(b, mode, cond, size, warm+iters)
+		err := RespondFor(b, mode, cond, size, bud.Warm, func() (int, error) {
+			n, ok := <-told
+			if !ok {
+				return 0, fmt.Errorf("%w before it chose a count", ErrPeerFailed)
+			}
+			return n, nil
+		})
 		if err != nil {
 			a.Stop(err)
 		}
 		errc <- err
 	}()
-	r, err := Initiate(a, mode, cond, size, warm, iters)
+	r, err := InitiateFor(a, mode, cond, size, bud, func(n int) error { told <- n; return nil })
+	close(told)
 	if err != nil {
 		b.Stop(err)
 	}
@@ -398,13 +413,106 @@ func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
 	return r, err
 }
 
+// Budget says how many round trips a measurement makes: Warm untimed ones,
+// then timed ones taking about Time (estimated from the warm-up's pace),
+// at least Min and at most Max of them. A count chosen by time keeps a
+// slow path (two processes and a daemon on two cores) from taking minutes
+// at the counts a fast one needs to average out its noise.
+type Budget struct {
+	Warm     int
+	Time     time.Duration // 0: Max timed round trips
+	Min, Max int
+}
+
+// Count is the budget of exactly iters timed round trips after warm.
+func Count(warm, iters int) Budget { return Budget{Warm: warm, Min: iters, Max: iters} }
+
+// Pacer spreads a run's time over its measurements: each gets an even
+// share of what is left, so one that ran over (a noisy moment, a warm-up
+// slower than its pace) is paid back by the ones after it and the run
+// ends about when it was meant to.
+type Pacer struct {
+	end  int64 // monotonic ns
+	left int
+}
+
+// NewPacer paces steps measurements over total, starting now.
+func NewPacer(total time.Duration, steps int) *Pacer {
+	return &Pacer{end: monotime.Now() + int64(total), left: steps}
+}
+
+// Next is the time for the next measurement (at least a millisecond).
+func (p *Pacer) Next() time.Duration {
+	share := (p.end - monotime.Now()) / int64(max(p.left, 1))
+	p.left--
+	return max(time.Duration(share), time.Millisecond)
+}
+
+// ErrNoRoundTrips reports a budget that allows no timed round trip.
+var ErrNoRoundTrips = errors.New("pingpong: a measurement needs at least one timed round trip")
+
+// iters chooses the timed count from the warm-up's round trips (ns): the
+// second half's mean pace, the first having paid for switching size and
+// mode.
+func (b Budget) iters(warm []int64) (int, error) {
+	n := b.Max
+	if b.Time > 0 && len(warm) > 0 {
+		tail := warm[len(warm)/2:]
+		var sum int64
+		for _, d := range tail {
+			sum += d
+		}
+		pace := max(sum/int64(len(tail)), 1)
+		n = int(min(int64(b.Time)/pace, int64(b.Max)))
+	}
+	n = max(n, b.Min)
+	if n < 1 {
+		return 0, fmt.Errorf("%w: budget %+v", ErrNoRoundTrips, b)
+	}
+	return n, nil
+}
+
+// decideAt is the message before which both sides settle the timed count:
+// the last warm-up message, so the responder has learned it (perhaps from
+// a pipe, a wake-up) before the first timed one is sent.
+func decideAt(warm int) int { return max(warm-1, 0) }
+
 // Respond is the responder's half: total times, wait for a message and
 // answer it with one of the same size. With Verify the message is copied
 // out before the reply (the next message overwrites it) but compared after
 // it, and the next reply's pattern is written then too, so the round trip
 // carries only the copy.
 func Respond(b *Side, mode, cond string, size, total int) error {
-	for i := 0; i < total; i++ {
+	return respond(b, mode, cond, size, 0, func() (int, error) { return total, nil })
+}
+
+// RespondFor is the responder's half of InitiateFor: after warm-1
+// messages it calls count for the number of timed ones the initiator
+// chose (and told it through tell), then serves warm+count in all.
+func RespondFor(b *Side, mode, cond string, size, warm int, count func() (int, error)) error {
+	return respond(b, mode, cond, size, decideAt(warm), func() (int, error) {
+		n, err := count()
+		if err != nil {
+			return 0, fmt.Errorf("node %d: the count of timed %d-byte %s messages: %w", b.D.Node(), size, mode, err)
+		}
+		return warm + n, nil
+	})
+}
+
+// respond serves messages until the total that total, called before
+// message at, returns.
+func respond(b *Side, mode, cond string, size, at int, total func() (int, error)) error {
+	n := at + 1 // until told
+	for i := 0; i < n; i++ {
+		if i == at {
+			var err error
+			if n, err = total(); err != nil {
+				return err
+			}
+			if i >= n {
+				break
+			}
+		}
 		if err := b.recv(mode, cond, size, nil); err != nil {
 			return err
 		}
@@ -420,7 +528,7 @@ func Respond(b *Side, mode, cond string, size, total int) error {
 			if err := b.check(mode, cond, size, i); err != nil {
 				return err
 			}
-			if i+1 < total {
+			if i+1 < n {
 				b.fill(mode, cond, size, i+1) // reply i-1 has arrived: message i was sent after it
 			}
 		}
@@ -432,12 +540,32 @@ func Respond(b *Side, mode, cond string, size, total int) error {
 // With Verify, writing each message's pattern and checking each reply
 // happen outside the timed round trips.
 func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error) {
-	total := warm + iters
+	return InitiateFor(a, mode, cond, size, Count(warm, iters), func(int) error { return nil })
+}
+
+// InitiateFor is Initiate with the timed count chosen by bud after warm-1
+// round trips and passed to tell before the last warm one, so that a
+// responder in another process (RespondFor) serves exactly as many.
+func InitiateFor(a *Side, mode, cond string, size int, bud Budget, tell func(iters int) error) (Result, error) {
+	warm := bud.Warm
 	before := snapRecovery(a.D)
 	verified := a.Verified
 	var start, paused int64
-	rtts := make([]int64, iters)
+	var rtts []int64
+	warmRTTs := make([]int64, 0, warm)
+	at := decideAt(warm)
+	total := at + 1 // until decided
 	for i := 0; i < total; i++ {
+		if i == at {
+			n, err := bud.iters(warmRTTs)
+			if err != nil {
+				return Result{}, err
+			}
+			if err := tell(n); err != nil {
+				return Result{}, fmt.Errorf("node %d: tell the responder %d timed round trips: %w", a.D.Node(), n, err)
+			}
+			total, rtts = warm+n, make([]int64, n)
+		}
 		var p0 int64
 		if a.Verify {
 			p0 = monotime.Now()
@@ -458,6 +586,8 @@ func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error)
 		t1 := monotime.Now()
 		if i >= warm {
 			rtts[i-warm] = t1 - t0
+		} else {
+			warmRTTs = append(warmRTTs, t1-t0)
 		}
 		if a.Verify {
 			if err := a.check(mode, cond, size, i); err != nil {
@@ -468,6 +598,7 @@ func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error)
 			}
 		}
 	}
+	iters := total - warm
 	el := monotime.Now() - start - paused
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)

@@ -35,11 +35,14 @@ type Series struct {
 
 // SeriesOf splits results into one series per (link, mode, condition),
 // prefixing each label with prefix (a file name when several runs are
-// compared; empty for one run).
+// compared; empty for one run). Raw baselines are left out.
 func SeriesOf(prefix string, res []pingpong.Result) []Series {
 	var out []Series
 	idx := map[string]int{}
 	for _, r := range res {
+		if r.Mode == pingpong.ModeRaw {
+			continue // a raw baseline is one 8-byte point, not a curve over sizes
+		}
 		parts := []string{}
 		if prefix != "" {
 			parts = append(parts, prefix)

@@ -88,3 +88,15 @@ func TestDraw(t *testing.T) {
 		t.Fatal("plotting nothing succeeded")
 	}
 }
+
+// An attached run's raw baselines (one 8-byte point each) draw no curves.
+func TestSeriesOfLeavesRawOut(t *testing.T) {
+	res := []pingpong.Result{
+		{Mode: pingpong.ModePush, Condition: pingpong.CondLinkMem, Size: 8, RTTHalfUs: 10, MBps: 0.8},
+		{Mode: pingpong.ModeRaw, Condition: pingpong.CondUDP, Size: 8, RTTHalfUs: 2, MBps: 4},
+	}
+	s := SeriesOf("", res)
+	if len(s) != 1 || s[0].Label != "push linkmem" {
+		t.Fatalf("series %+v, want push linkmem only", s)
+	}
+}
