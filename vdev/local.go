@@ -3,6 +3,7 @@ package vdev
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -66,9 +67,18 @@ func NewLocalPorts(cfg Config, nodes []uint16, port func(d *Device) (link.Port, 
 	return l, nil
 }
 
-// Close stops the engine and releases every device.
+// drainNs bounds how long Close waits for posted commands to complete.
+const drainNs = 2_000_000_000
+
+// Close lets the commands already posted complete (for up to 2 s: a
+// process that embeds its device and exits right after posting its last
+// message must not take that message down with it), then stops the
+// engine and releases every device.
 func (l *Local) Close() error {
 	if l.Engine != nil {
+		for _, d := range l.Devices {
+			d.drain(drainNs)
+		}
 		l.Engine.Stop()
 	}
 	var errs []error
@@ -76,4 +86,35 @@ func (l *Local) Close() error {
 		errs = append(errs, d.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// NewLocalShm builds and starts this process's devices (one per node) on
+// the shared-memory medium of rendezvous directory dir, where devices of
+// other processes of this host join them (link.ListenShm); packets carry
+// up to payload bytes (0: DefaultHubPayload). Every process of a job must
+// use the same payload.
+func NewLocalShm(cfg Config, dir string, payload int, nodes ...uint16) (*Local, error) {
+	if payload == 0 {
+		payload = DefaultHubPayload
+	}
+	return NewLocalPorts(cfg, nodes, func(d *Device) (link.Port, error) {
+		return link.ListenShm(dir, d.Node(), payload+wire.FrameOverhead)
+	})
+}
+
+// drain waits up to timeoutNs until every command posted to d has
+// completed, while the engine runs it.
+func (d *Device) drain(timeoutNs int64) {
+	end := time.Now().Add(time.Duration(timeoutNs))
+	for time.Now().Before(end) {
+		if d.running.CompareAndSwap(false, true) {
+			busy := d.inflight > 0 || d.pending() || d.fence != nil || d.sending > 0 || len(d.compQ) > 0
+			d.running.Store(false)
+			if !busy {
+				return
+			}
+		}
+		d.wakeEngine()
+		time.Sleep(100 * time.Microsecond)
+	}
 }

@@ -32,7 +32,7 @@ func pingpongCmd(args []string) error {
 	runTime := fs.Duration("time", 30*time.Second, "about how long the device measurements take in all: each measurement's round trips are counted from its warm-up's pace to take an even share of what is left (at most the counts a fast path needs, so the in-process default ends sooner); --iters forces a count instead")
 	rawTime := fs.Duration("raw-time", time.Second, "with --attach: the time budget of each raw baseline (word, three hand-offs, UDP) measured in the same run")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp; afpacket and tap use 9000/1500-byte frames)")
-	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge); afpacket and tap need root and make their own network namespace")
+	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp (loopback), afpacket (veth pair), tap (TAPs on a bridge), shm (frame rings in shared memory between two processes, each embedding its device: the second is a child; the raw baselines between processes are measured in the same run); afpacket and tap need root and make their own network namespace")
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
@@ -40,6 +40,8 @@ func pingpongCmd(args []string) error {
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
+	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
+	node := fs.Int("node", 2, "with --shm-responder: this process's node id")
 	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,17 +62,33 @@ func pingpongCmd(args []string) error {
 	}
 	pl := newPlan(*maxSize, *iters, *runTime)
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile}
-	progress := progressLine(*quiet || *responder != "")
+	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
 	switch {
 	case *responder != "":
-		return respondProcess(*responder, *peer, *maxSize, *verify, pl)
-	case *attach != "":
-		socks := strings.Split(*attach, ",")
-		if len(socks) != 2 {
-			return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, pl)
+	case *shmResponder != "":
+		return respondProcess(func() (*driver.Driver, func(), error) { return shmDevice(*shmResponder, uint16(*node), *payload) }, *peer, *maxSize, *verify, pl)
+	case *attach != "" || lo.kind == "shm":
+		var pp procPair
+		if *attach != "" {
+			socks := strings.Split(*attach, ",")
+			if len(socks) != 2 {
+				return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+			}
+			pp = attachPair(socks[0], socks[1])
+		} else {
+			if lo.fault != "" || lo.pcap != "" {
+				return fmt.Errorf("--link shm: --fault and --pcap apply to the in-process pair only")
+			}
+			dir, err := os.MkdirTemp("", "dimmnet-shm-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			pp = shmPair(dir, *payload)
 		}
-		res, respVerified, err := initiateProcess(socks[0], socks[1], fs, *verify, pl, progress)
+		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
 		if err != nil {
 			return err
 		}
@@ -79,6 +97,10 @@ func pingpongCmd(args []string) error {
 		raw, err := pingpong.RawBaselines(*rawTime, progress)
 		if err != nil {
 			return err
+		}
+		if lo.kind == "shm" { // the ceiling of moving link memory, for the 1 MiB ratio
+			size := min(*maxSize, 1<<20)
+			raw = append(raw, pingpong.Result{Mode: pingpong.ModeRaw, Condition: pingpong.CondMemcpy, Size: size, MBps: pingpong.RawMemcpy(size, 200)})
 		}
 		var local []pingpong.Result
 		if *compare {
@@ -90,8 +112,11 @@ func pingpongCmd(args []string) error {
 		if *asJSON {
 			return writeJSON(os.Stdout, slices.Concat(res, raw, local))
 		}
-		printTable(os.Stdout, "two processes attached to dimmnet serve", res)
+		printTable(os.Stdout, pp.title, res)
 		pingpong.PrintRaw(os.Stdout, res, raw)
+		if lo.kind == "shm" {
+			printBaseline(os.Stdout, res, wordOf(raw), memcpyOf(raw))
+		}
 		if *verify {
 			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", verifiedIn(res), respVerified)
 		}
@@ -316,28 +341,57 @@ func runInProcess(lo linkOpts, maxSize int, verify bool, pl []step, progress fun
 	return res, nil
 }
 
-// initiateProcess attaches to sockA, starts this program again as the
-// responder on sockB, and runs the plan against it. It also returns how
-// many messages the responder verified.
-func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []step, progress func(string)) ([]pingpong.Result, int, error) {
-	t, err := driver.Dial(sockA)
+// procPair is a two-process run: how the initiator opens its device, how
+// the responder (this program again) is told to open its own, and what
+// the records say about the path.
+type procPair struct {
+	open       func() (*driver.Driver, func(), error)
+	responder  []string // the responder's flags naming its device
+	where      string   // for messages: the responder's socket or directory
+	path, link string   // the records' path and link
+	title      string   // the table's heading
+}
+
+// attachPair runs two processes attached to a daemon's devices.
+func attachPair(sockA, sockB string) procPair {
+	return procPair{
+		open:      func() (*driver.Driver, func(), error) { return dialDevice(sockA) },
+		responder: []string{"--responder", sockB}, where: sockB,
+		path: "process", title: "two processes attached to dimmnet serve",
+	}
+}
+
+// dialDevice attaches to a daemon's device.
+func dialDevice(sock string) (*driver.Driver, func(), error) {
+	t, err := driver.Dial(sock)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	d, err := driver.Open(t)
 	if err != nil {
 		t.Close()
+		return nil, nil, err
+	}
+	return d, func() { d.Close() }, nil
+}
+
+// initiateProcess opens its device, starts this program again as the
+// responder on the other, and runs the plan against it. It also returns
+// how many messages the responder verified.
+func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, progress func(string)) ([]pingpong.Result, int, error) {
+	d, release, err := pp.open()
+	if err != nil {
 		return nil, 0, err
 	}
-	defer d.Close()
+	defer release()
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, 0, fmt.Errorf("find own executable: %w", err)
 	}
 	maxSize := fs.Lookup("max").Value.String()
 	iters := fs.Lookup("iters").Value.String()
-	cmd := exec.Command(exe, "pingpong", "--responder", sockB, "--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters,
-		"--verify="+strconv.FormatBool(verify))
+	cmd := exec.Command(exe, slices.Concat([]string{"pingpong"}, pp.responder, []string{"--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters,
+		"--verify=" + strconv.FormatBool(verify)})...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // the responder dies with us
 	out, err := cmd.StdoutPipe()
@@ -356,7 +410,7 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 	var peer int
 	if _, err := fmt.Fscanf(out, "ready %d\n", &peer); err != nil {
 		cmd.Wait()
-		return nil, 0, fmt.Errorf("responder on %s did not get ready: %w", sockB, err)
+		return nil, 0, fmt.Errorf("responder on %s did not get ready: %w", pp.where, err)
 	}
 	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	max, _ := strconv.Atoi(maxSize)
@@ -374,7 +428,7 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 		var e ending
 		fmt.Fscanf(out, "verified %d\n", &e.verified) // EOF if it failed
 		if e.err = cmd.Wait(); e.err != nil {
-			e.err = fmt.Errorf("responder on %s: %w", sockB, e.err)
+			e.err = fmt.Errorf("responder on %s: %w", pp.where, e.err)
 			a.Stop(e.err)
 		}
 		ended <- e
@@ -383,12 +437,12 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 	budget := pacer(pl)
 	tell := func(n int) error { _, err := fmt.Fprintf(counts, "%d\n", n); return err }
 	for i, st := range pl {
-		progress(fmt.Sprintf("pingpong (two processes) %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
+		progress(fmt.Sprintf("pingpong (two processes, %s) %d/%d: %s %s %s", pp.path, i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
 		r, err := pingpong.InitiateFor(a, st.mode, st.cond, st.size, budget(st), tell)
 		if err != nil {
 			return nil, 0, err
 		}
-		r.Path = "process"
+		r.Path, r.Link = pp.path, pp.link
 		res = append(res, r)
 	}
 	e := <-ended
@@ -398,20 +452,15 @@ func initiateProcess(sockA, sockB string, fs *flag.FlagSet, verify bool, pl []st
 // respondProcess is the responder process: attach, set up, say ready,
 // serve the plan (each measurement's timed count read from stdin, as the
 // initiator chose it), say how many messages it verified.
-func respondProcess(sock string, peer, maxSize int, verify bool, pl []step) error {
+func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize int, verify bool, pl []step) error {
 	if peer < 0 || peer > 65535 {
-		return fmt.Errorf("--responder needs --peer NODE (the initiator's node id)")
+		return fmt.Errorf("a responder needs --peer NODE (the initiator's node id)")
 	}
-	t, err := driver.Dial(sock)
+	d, release, err := open()
 	if err != nil {
 		return err
 	}
-	d, err := driver.Open(t)
-	if err != nil {
-		t.Close()
-		return err
-	}
-	defer d.Close()
+	defer release()
 	b := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	if err := pingpong.SetupSide(b, maxSize); err != nil {
 		return err

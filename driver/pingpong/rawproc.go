@@ -35,6 +35,10 @@ const (
 	// mapping: a cache-line transfer per hand-off, the least any
 	// shared-memory link between two processes can cost.
 	CondWord = "word"
+	// CondMemcpy is copying a buffer within one process's shared mapping
+	// (MB/s, no RTT): the ceiling for moving link memory, which the
+	// shared-memory link copies into a ring and out of it again.
+	CondMemcpy = "memcpy"
 	// CondHandoffSpin goes A -> relay -> B -> relay -> A with all three
 	// processes spinning: a device model in a process of its own is such a
 	// relay. Three spinners on two cores wait for the scheduler's slice.
@@ -749,7 +753,7 @@ func PrintRaw(w io.Writer, device, raw []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "baseline\tmedian µs\tmean µs\tround trips\tPUSH / baseline\tIPUSH / baseline\t")
 	for _, r := range raw {
-		if r.Mode != ModeRaw {
+		if r.Mode != ModeRaw || r.Condition == CondMemcpy {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%d\t", r.Condition, r.RTTHalfP50Us, r.RTTHalfUs, r.Iters)

@@ -151,6 +151,16 @@ func ListenShm(dir string, node uint16, mtu int) (Port, error) {
 	return p, nil
 }
 
+// shmTrace logs the medium's connection events (meetings, races,
+// departures) to stderr: DIMMNET_SHM_TRACE=1.
+var shmTrace = os.Getenv("DIMMNET_SHM_TRACE") == "1"
+
+func (p *shmPort) logf(format string, args ...any) {
+	if shmTrace {
+		fmt.Fprintf(os.Stderr, "dimmnet shm node %d (pid %d): %s\n", p.node, os.Getpid(), fmt.Sprintf(format, args...))
+	}
+}
+
 // shmSlotFrame is the frame capacity of a ring slot for frames of mtu bytes.
 func shmSlotFrame(mtu int) int { return (mtu+8+63)&^63 - 8 }
 
@@ -226,6 +236,7 @@ func (p *shmPort) accept() {
 		}
 		go func() {
 			if err := p.handshake(c, false); err != nil {
+				p.logf("answering a connection: %v", err)
 				c.Close()
 			}
 		}()
@@ -247,6 +258,7 @@ func (p *shmPort) dial(n uint16) {
 		}
 	}
 	if err != nil {
+		p.logf("dial node %d: %v", n, err)
 		p.mu.Lock()
 		p.failed[n] = time.Now()
 		p.mu.Unlock()
@@ -379,6 +391,7 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(map[uint16]*shmPeer) {})
 		p.mu.Unlock()
+		p.logf("node %d (pid %d) dialled by %d lost the race to one dialled by %d", peer.node, peer.pid, peer.dialer, old.dialer)
 		peer.pair.Mine.SetSleeping(p.parked.Load())
 		return true
 	}
@@ -399,6 +412,7 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	p.install(func(m map[uint16]*shmPeer) { m[peer.node] = peer })
 	delete(p.failed, peer.node)
 	p.mu.Unlock()
+	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
 	peer.pair.Mine.SetSleeping(p.parked.Load()) // after it is listed: a Park from now on reaches it
 	p.wg.Add(1)
 	go p.watchConn(peer)
@@ -489,6 +503,7 @@ func (p *shmPort) prune(peer *shmPeer) {
 }
 
 func (p *shmPort) reportDown(peer *shmPeer) {
+	p.logf("node %d (pid %d, dialled by %d) is gone", peer.node, peer.pid, peer.dialer)
 	if fn := p.downFn.Load(); fn != nil {
 		(*fn)(peer.mac)
 	}
@@ -596,6 +611,7 @@ func (p *shmPort) put(peer *shmPeer, head, payload []byte) error {
 	case errors.Is(err, shmring.ErrFull):
 		return ErrFull
 	case errors.Is(err, shmring.ErrCorrupt):
+		p.logf("ring to node %d: %v", peer.node, err)
 		p.txErrors.Add(1)
 		p.down(peer)
 		return ErrPeerDown
@@ -632,6 +648,7 @@ func (p *shmPort) Recv() []byte {
 		}
 		f, err := peer.pair.Get(p.frames.get())
 		if err != nil {
+			p.logf("ring from node %d: %v", peer.node, err)
 			p.dropped.Add(1)
 			p.down(peer)
 			p.prune(peer) // nothing more can be read from a broken ring

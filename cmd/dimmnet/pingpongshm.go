@@ -1,0 +1,54 @@
+package main
+
+import (
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/vdev"
+)
+
+// shmPair runs two processes on the shared-memory link of dir: this one as
+// node 1, a child as node 2, each embedding its device.
+func shmPair(dir string, payload int) procPair {
+	return procPair{
+		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload) },
+		responder: []string{"--shm-responder", dir, "--node", "2"}, where: "the shared-memory link",
+		path: "process", link: "shm", title: "two processes, each with its device, on the shared-memory link",
+	}
+}
+
+// shmDevice embeds this process's device as node on dir's shared-memory
+// link and opens a driver on it (run to completion: the driver's thread
+// runs the device while it waits).
+func shmDevice(dir string, node uint16, payload int) (*driver.Driver, func(), error) {
+	l, err := vdev.NewLocalShm(vdev.Config{}, dir, payload, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); l.Close() }, nil
+}
+
+// wordOf is the two-process word ping-pong's median RTT/2 among the raw
+// baselines (0 if absent): the floor the shared-memory link is judged by.
+func wordOf(raw []pingpong.Result) float64 {
+	for _, r := range raw {
+		if r.Mode == pingpong.ModeRaw && r.Condition == pingpong.CondWord {
+			return r.RTTHalfP50Us
+		}
+	}
+	return 0
+}
+
+// memcpyOf is the memcpy bandwidth among the raw baselines (MB/s).
+func memcpyOf(raw []pingpong.Result) float64 {
+	for _, r := range raw {
+		if r.Mode == pingpong.ModeRaw && r.Condition == pingpong.CondMemcpy {
+			return r.MBps
+		}
+	}
+	return 0
+}
