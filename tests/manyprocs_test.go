@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -65,7 +68,8 @@ func soakPairMain(args []string) error {
 		return err
 	}
 	time.AfterFunc(deadline, func() {
-		fmt.Fprintf(os.Stderr, "soak %s node %d (%s of node %d): not done after its deadline of %v: wedged\n", kind, node, role, peer, deadline)
+		fmt.Fprintf(os.Stderr, "soak %s node %d (%s of node %d): not done after its deadline of %v, at round trip %d of %d\n",
+			kind, node, role, peer, deadline, soakAt.Load(), trips)
 		os.Exit(3)
 	})
 	var s *shmDevice
@@ -115,6 +119,9 @@ func soakPairMain(args []string) error {
 	return nil
 }
 
+// soakAt is the round trip a soak-pair process is at.
+var soakAt atomic.Uint64
+
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -132,6 +139,7 @@ func soakPing(s *shmDevice, peer uint16, trips int) error {
 		if no > uint64(trips) {
 			no = shmEnd
 		}
+		soakAt.Store(no)
 		shmMessage(msg, no)
 		if err := s.sendMessage(peer, msg); err != nil {
 			return fmt.Errorf("round trip %d: %w", no, err)
@@ -154,6 +162,7 @@ func soakPing(s *shmDevice, peer uint16, trips int) error {
 // order and intact, until the end message.
 func soakPong(s *shmDevice, peer uint16, trips int) error {
 	for want := uint64(1); ; want++ {
+		soakAt.Store(want)
 		msg, from, err := s.recvMessage()
 		if err != nil {
 			return fmt.Errorf("waiting for message %d: %w", want, err)
@@ -209,6 +218,55 @@ func (l *lineSink) Write(p []byte) (int, error) {
 	}
 }
 
+// raceBuild reports whether this test binary was built with -race.
+func raceBuild() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// soakBinary is the executable the soak children run: this test binary,
+// or, when it was built with -race, a copy of this package's tests built
+// without it. The race detector slows 64 spinning processes on 2 cores
+// several times over, which would measure the detector, not the device;
+// the shared-memory tests of shmprocs_test.go run race-built children.
+var (
+	soakBinOnce sync.Once
+	soakBin     string
+	soakBinErr  error
+)
+
+func soakBinary(t *testing.T) string {
+	t.Helper()
+	soakBinOnce.Do(func() {
+		if !raceBuild() {
+			soakBin, soakBinErr = os.Executable()
+			return
+		}
+		dir, err := os.MkdirTemp("", "dimmnet-soak")
+		if err != nil {
+			soakBinErr = err
+			return
+		}
+		soakBin = filepath.Join(dir, "tests.test")
+		out, err := exec.Command("go", "test", "-c", "-o", soakBin, ".").CombinedOutput()
+		if err != nil {
+			soakBinErr = fmt.Errorf("go test -c (the soak children, without -race): %v\n%s", err, out)
+		}
+	})
+	if soakBinErr != nil {
+		t.Fatal(soakBinErr)
+	}
+	return soakBin
+}
+
 // startSoakProc starts a soak-pair child with args, run under prefix (a
 // command such as taskset -c 0, or none). Cleanup kills it.
 func startSoakProc(t *testing.T, name string, prefix []string, args ...string) *soakProc {
@@ -217,6 +275,7 @@ func startSoakProc(t *testing.T, name string, prefix []string, args ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Path, c.Args[0] = soakBinary(t), soakBinary(t)
 	if len(prefix) > 0 {
 		c.Args = append(append(append([]string{}, prefix...), c.Path), c.Args[1:]...)
 		if c.Path, err = exec.LookPath(prefix[0]); err != nil {
