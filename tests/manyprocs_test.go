@@ -302,9 +302,10 @@ func startSoakProc(t *testing.T, name string, prefix []string, args ...string) *
 }
 
 // runSoak waits until every process is ready, starts them all at once and
-// waits for all to finish, each within its deadline. It returns the wall
-// time from the start to the last exit.
-func runSoak(t *testing.T, procs []*soakProc, extra func() string) time.Duration {
+// waits for all to finish, each within deadline (the children's own, which
+// they report; the parent kills them 15 s later). It returns the wall time
+// from the start to the last exit.
+func runSoak(t *testing.T, procs []*soakProc, deadline time.Duration, extra func() string) time.Duration {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -341,7 +342,7 @@ func runSoak(t *testing.T, procs []*soakProc, extra func() string) time.Duration
 			fail("%s: start: %v", p.name, err)
 		}
 	}
-	endBy := time.NewTimer(soakDeadline + 15*time.Second)
+	endBy := time.NewTimer(deadline + 15*time.Second)
 	defer endBy.Stop()
 	var wall time.Duration
 	for i, p := range procs {
@@ -361,7 +362,7 @@ func runSoak(t *testing.T, procs []*soakProc, extra func() string) time.Duration
 					left = append(left, q.name)
 				}
 			}
-			fail("hang guard: %d processes still running after %v: %s", len(left), soakDeadline+15*time.Second, strings.Join(left, ", "))
+			fail("hang guard: %d processes still running after %v: %s", len(left), deadline+15*time.Second, strings.Join(left, ", "))
 		}
 		wall = time.Since(t0)
 	}
@@ -396,10 +397,10 @@ func logSoak(t *testing.T, what string, procs []*soakProc, wall time.Duration) {
 
 // soakPairArgs are the arguments of the two processes of pair i, nodes
 // base+2i (ping) and base+2i+1 (pong).
-func soakPairArgs(kind string, where func(node int) string, base, i int) (ping, pong []string) {
+func soakPairArgs(kind string, where func(node int) string, base, i, trips int, deadline time.Duration) (ping, pong []string) {
 	a, b := base+2*i, base+2*i+1
 	mk := func(node, peer int, role string) []string {
-		return []string{kind, where(node), strconv.Itoa(node), strconv.Itoa(peer), role, strconv.Itoa(soakTrips), soakDeadline.String()}
+		return []string{kind, where(node), strconv.Itoa(node), strconv.Itoa(peer), role, strconv.Itoa(trips), deadline.String()}
 	}
 	return mk(a, b, "ping"), mk(b, a, "pong")
 }
@@ -411,12 +412,12 @@ func TestManyProcessesThroughDaemon(t *testing.T) {
 	d := startDaemon(t, 2*soakPairs)
 	var procs []*soakProc
 	for i := 0; i < soakPairs; i++ {
-		ping, pong := soakPairArgs("attach", d.sock, 0, i)
+		ping, pong := soakPairArgs("attach", d.sock, 0, i, soakTrips, soakDeadline)
 		procs = append(procs,
 			startSoakProc(t, fmt.Sprintf("node %d (ping)", 2*i), nil, ping...),
 			startSoakProc(t, fmt.Sprintf("node %d (pong)", 2*i+1), nil, pong...))
 	}
-	wall := runSoak(t, procs, func() string { return "--- daemon stderr:\n" + d.stderr.String() })
+	wall := runSoak(t, procs, soakDeadline, func() string { return "--- daemon stderr:\n" + d.stderr.String() })
 	logSoak(t, "through one daemon", procs, wall)
 }
 
@@ -429,11 +430,11 @@ func TestManyProcessesOverShm(t *testing.T) {
 	where := func(int) string { return dir }
 	var procs []*soakProc
 	for i := 0; i < soakPairs; i++ {
-		ping, pong := soakPairArgs("shm", where, 1, i)
+		ping, pong := soakPairArgs("shm", where, 1, i, soakTrips, soakDeadline)
 		procs = append(procs,
 			startSoakProc(t, fmt.Sprintf("node %d (ping)", 1+2*i), nil, ping...),
 			startSoakProc(t, fmt.Sprintf("node %d (pong)", 2+2*i), nil, pong...))
 	}
-	wall := runSoak(t, procs, nil)
+	wall := runSoak(t, procs, soakDeadline, nil)
 	logSoak(t, "over shared-memory links", procs, wall)
 }
