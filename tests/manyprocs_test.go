@@ -29,7 +29,7 @@ const (
 	soakTrips = 10_000
 	// soakDeadline bounds a child's whole run; the parent gives up a little
 	// later. The target is 120 s for each run on 2 cores.
-	soakDeadline = 150 * time.Second
+	soakDeadline = 180 * time.Second
 	soakStartup  = 60 * time.Second // to start every process and open its device
 )
 
