@@ -111,8 +111,17 @@ func Open(t Transport) (*Driver, error) {
 	// in another process (it may need this core); in-process it only costs
 	// (8-byte RTT/2 1.15 -> 3.4 us here). DIMMNET_OS_YIELD=0/1 overrides.
 	_, d.osYield = t.(*hostTransport)
-	if lt, ok := t.(*localTransport); ok && os.Getenv("DIMMNET_RUN_TO_COMPLETION") != "0" {
-		d.run, _ = lt.dev.(Runner)
+	if lt, ok := t.(*localTransport); ok {
+		if os.Getenv("DIMMNET_RUN_TO_COMPLETION") != "0" {
+			d.run, _ = lt.dev.(Runner)
+		}
+		// Peers in other processes of this host (the shared-memory link)
+		// need the core we spin on when we have only one: yield it while
+		// spinning (one core: 2 ms per round trip -> 13 µs). With more,
+		// yielding costs (8-byte RTT/2 mean 1.2 -> 10 µs on two cores).
+		if rp, ok := lt.dev.(interface{ RemotePeers() bool }); ok && rp.RemotePeers() && usableCPUs() < 2 {
+			d.osYield = true
+		}
 	}
 	if v := os.Getenv("DIMMNET_OS_YIELD"); v != "" {
 		d.osYield = v != "0"
@@ -121,6 +130,16 @@ func Open(t Transport) (*Driver, error) {
 		d.spinFixed = v
 	}
 	return d, nil
+}
+
+// usableCPUs is how many CPUs this process may run on (its affinity, as
+// taskset sets it).
+func usableCPUs() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return runtime.NumCPU()
+	}
+	return set.Count()
 }
 
 // Close detaches.
@@ -316,11 +335,18 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 }
 
 // spinBudget is how long WaitTail spins before sleeping: twice the recent
-// wait, within [spinNs, maxSpinNs]. A reply that comes within the spin is
-// seen at once; sleeping costs a wake-up through the scheduler, tens of µs.
+// wait, within [spinNs, maxSpinNs], while waits are short enough for a
+// spin to catch; spinNs once they are not. A reply that comes within the
+// spin is seen at once; sleeping costs a wake-up through the scheduler,
+// tens of µs. Waits longer than the longest spin mean the other side is
+// slow or needs our core (one core, or many processes on a few): spinning
+// longer then only delays it.
 func (d *Driver) spinBudget() int64 {
 	if d.spinFixed >= 0 {
 		return d.spinFixed
+	}
+	if d.avgWait > maxSpinNs/2 {
+		return spinNs
 	}
 	return min(max(2*d.avgWait, spinNs), maxSpinNs)
 }

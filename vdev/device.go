@@ -283,6 +283,14 @@ func (d *Device) mirrorLink() {
 	}
 }
 
+// RemotePeers reports whether the device's link reaches devices in other
+// processes of this host (the shared-memory link): a driver spinning on
+// one of the host's cores then holds a core those processes need.
+func (d *Device) RemotePeers() bool {
+	c, ok := d.port.(interface{ CrossProcess() bool })
+	return ok && c.CrossProcess()
+}
+
 // Node is the device's node id.
 func (d *Device) Node() uint16 { return d.node }
 

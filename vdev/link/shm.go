@@ -548,6 +548,9 @@ func (p *shmPort) SetPeerDown(fn func(mac [6]byte)) {
 	p.downFn.Store(&fn)
 }
 
+// CrossProcess is true: the peers are other processes of this host.
+func (p *shmPort) CrossProcess() bool { return true }
+
 // Lossless is true: a full ring refuses a frame (ErrFull), it never drops
 // one, so the retransmission timer only waits for a stopped peer.
 func (p *shmPort) Lossless() bool { return true }
