@@ -242,7 +242,7 @@ func (r *pfRig) sniff(n int, f []byte) {
 		r.fatalf("node %d sent a frame that does not parse: %v", n+1, err)
 	}
 	if r.trace != nil {
-		r.tracef("  node %d sends %s flags %v seq %d ack %d msg %d off %d len %d code %#x", n+1, h.Type, h.Flags, h.Seq, h.Ack, h.MsgID, h.Offset, h.PayloadLen, h.Code)
+		r.tracef("  node %d sends %s flags %v seq %d ack %d msg %d off %d len %d code %#x tag %#x", n+1, h.Type, h.Flags, h.Seq, h.Ack, h.MsgID, h.Offset, h.PayloadLen, h.Code, h.Tag)
 	}
 	switch h.Type {
 	case wire.TypeAck:
@@ -827,7 +827,11 @@ func (r *pfRig) forge(dir int, kind, a, b byte) {
 	if a&0x80 != 0 {
 		v = next + uint32(a>>4&3)
 	}
-	h := wire.Header{Version: wire.Version1, SrcNode: from, DstNode: to, Flags: wire.FlagCRC, Type: wire.TypeNack}
+	// Of the receiver's current session, or (kind bit 6) of the one before.
+	h := wire.Header{Version: wire.Version1, SrcNode: from, DstNode: to, Flags: wire.FlagCRC, Type: wire.TypeNack, Tag: p.tx.Epoch()}
+	if kind&0x40 != 0 {
+		h.Tag--
+	}
 	switch kind % 6 {
 	case 0:
 		h.Type, h.Flags, h.Ack = wire.TypeAck, h.Flags|wire.FlagAckValid, v
@@ -852,7 +856,7 @@ func (r *pfRig) forge(dir int, kind, a, b byte) {
 	}
 	r.forged = true
 	f := wire.AppendFrame(nil, wire.NodeMAC(to), wire.NodeMAC(from), &h, nil)
-	r.tracef("link %d->: forged %s seq %d ack %d code %#x flags %v", dir+1, h.Type, h.Seq, h.Ack, h.Code, h.Flags)
+	r.tracef("link %d->: forged %s seq %d ack %d code %#x tag %#x flags %v", dir+1, h.Type, h.Seq, h.Ack, h.Code, h.Tag, h.Flags)
 	r.wire[dir] = append([][]byte{f}, r.wire[dir]...)
 }
 
@@ -1199,7 +1203,24 @@ func pfSeeds() [][]byte {
 		// the driver switches a full ring from hold to NACK and back
 		pfBegin(0x46, 0x24).ipush(0, 6, 0).ipush(0, 6, 1).ipush(0, 6, 2).both(5).ringMode(1).both(5).
 			consume(1).ringMode(1).both(5).consume(1).both(5),
+		// a late ACK of a session that ended reaches the next session
+		pfLateAckScript(),
 	}
+}
+
+// pfLateAckScript holds back node 2's ACK of node 1's first PUSH, makes
+// node 1 give up the session (its resends' ACKs are lost), starts a new
+// session whose first frame is lost, and lets the held ACK arrive: its
+// Ack 1 is of the old session, and must not complete the new PUSH.
+func pfLateAckScript() pfScript {
+	s := pfBegin(0x41, 0x26)                     // window 4, UNREACHABLE after 2 timeouts
+	s = s.push(0, 0, 0, 0).step(0, 1).step(1, 1) // placed and acknowledged
+	s = s.fault(1, pfDelay, 0)                   // the ACK is held back
+	for _, adv := range []byte{4, 5, 6, 7} {     // the resends' ACKs are lost: UNREACHABLE
+		s = s.advance(adv).step(0, 6).step(1, 1).fault(1, pfDrop, 0)
+	}
+	s = s.push(0, 0, 1, 1).step(0, 1).fault(0, pfDrop, 0) // a new session; its first frame is lost
+	return s.fault(1, pfRelease, 0).step(0, 1).both(4)    // the old ACK arrives
 }
 
 // A late frame of a session the sender gave up is dropped: the receiver

@@ -101,12 +101,19 @@ type ctl struct {
 	flags wire.Flags
 }
 
-// send frames a header and payload to p, piggybacking the cumulative ACK.
+// send frames a header and payload to p, piggybacking the cumulative ACK
+// under the epoch of p's session it acknowledges (Tag): p numbers a new
+// session from 1 again, and must tell a late ACK or NACK of the session
+// it ended from one of the new. A Tagged PUSH needs Tag for its port, so
+// it carries no ACK; the ACK stays owed and goes alone.
 // gather: a port that can sends the payload from where it lies.
 func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) error {
-	if ack, ok := p.rx.AckField(); ok {
-		h.Flags |= wire.FlagAckValid
-		h.Ack = heldAck(p, h, ack)
+	if h.Flags&wire.FlagTagged == 0 && p.rx.Known() {
+		h.Tag = p.rx.Epoch()
+		if ack, ok := p.rx.AckField(); ok {
+			h.Flags |= wire.FlagAckValid
+			h.Ack = heldAck(p, h, ack)
+		}
 	}
 	if d.crc {
 		h.Flags |= wire.FlagCRC
@@ -268,12 +275,28 @@ func (d *Device) flushAcks(burst bool) {
 
 // control applies what a frame from p says about our sending to p: its
 // piggybacked cumulative ACK, and for an ACK or NACK frame the rest.
+//
+// All of that is about one of our sending sessions, the one the frame's
+// Tag names; a late frame about a session we have since ended (the peer
+// was unreachable) names numbers our new session uses again, from 1, and
+// says nothing of it: its ACK would complete commands p never received,
+// its refusal fail one p never saw. Such a frame is counted in
+// DUPLICATES; a data frame's stale ACK is only ignored.
 func (d *Device) control(p *peer, h *wire.Header) {
 	now := d.now()
 	before := p.tx.Acked()
 	nack := h.Type == wire.TypeNack
 	if nack {
 		d.count(uapi.CtrNACKsRx, 1)
+	}
+	if h.Flags&wire.FlagAckValid == 0 && !nack && (h.Type != wire.TypeAck || h.Flags&wire.FlagHold == 0) {
+		return // nothing about our sending
+	}
+	if h.Flags&wire.FlagTagged != 0 || h.Tag != p.tx.Epoch() {
+		if h.Type == wire.TypeAck || nack {
+			d.count(uapi.CtrDuplicates, 1)
+		}
+		return
 	}
 	if c := h.Code; nack && c != wire.NackRetry && c <= wire.NackRefusalMax {
 		// Only a refusal NACK's ACK field covers the refused packet (every

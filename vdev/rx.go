@@ -266,6 +266,19 @@ func (d *Device) cutSession(p *peer) {
 	}
 	p.pagingHold, p.heldRF, p.rfOwed = false, false, false
 	p.refusals = p.refusals[:0] // the old session's packets will not come again
+	// NACKs and Hold ACKs still owed name the old session's numbers, and
+	// would leave under the new session's epoch: the new one's packet 1
+	// refused or held for the old one's. Confirmations of p's refusals are
+	// of our own session, and stay.
+	owed := p.owedCtl[:0]
+	for _, c := range p.owedCtl {
+		if c.typ == wire.TypeAck && c.flags&wire.FlagRefused != 0 {
+			owed = append(owed, c)
+		}
+	}
+	d.owed -= len(p.owedCtl) - len(owed)
+	clear(p.owedCtl[len(owed):])
+	p.owedCtl = owed
 	for id, j := range p.pulls {
 		if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
 			delete(p.pulls, id)

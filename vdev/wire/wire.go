@@ -115,8 +115,8 @@ var TypeDocs = []TypeDoc{
 	{TypeIPush, "IPUSH", "deliver the payload to process DstProc (with flag DirectAMT: to AMT entry DstProc)"},
 	{TypePullReq, "PULLREQ", "ask for MsgLen bytes at the receiver's address Addr, to be returned to the requester's address Imm"},
 	{TypePullResp, "PULLRESP", "data answering a PULLREQ, to be placed at the requester's address Addr"},
-	{TypeAck, "ACK", "acknowledge: Ack (with flag AckValid) is cumulative; with flag Hold the receiver holds packet Seq; with flag Sack, Imm lists packets placed beyond Ack+1"},
-	{TypeNack, "NACK", "report that packet Seq was not placed; Code says why (see NACK codes)"},
+	{TypeAck, "ACK", "acknowledge: Ack (with flag AckValid) is cumulative; with flag Hold the receiver holds packet Seq; with flag Sack, Imm lists packets placed beyond Ack+1; all of the receiver's session Tag"},
+	{TypeNack, "NACK", "report that packet Seq of the receiver's session Tag was not placed; Code says why (see NACK codes)"},
 	{TypePage, "PAGE", "LMMC remote paging request: page LMMC port Imm into the receiver's link page frame Addr"},
 }
 
@@ -165,7 +165,9 @@ const (
 	// FlagHold lets the sender tell a holding receiver from a plain ACK,
 	// so it keeps its packet and does not count the peer unreachable.
 	FlagHold Flags = 1 << 5
-	// FlagAckValid lets any packet piggyback an acknowledgement.
+	// FlagAckValid lets any packet piggyback an acknowledgement (of the
+	// session its Tag names, so a late one of an ended session cannot
+	// acknowledge the numbers its successor uses again).
 	FlagAckValid Flags = 1 << 6
 	// FlagSignal asks for a completion, which not every message needs.
 	FlagSignal Flags = 1 << 7
@@ -209,7 +211,7 @@ var FlagDocs = []FlagDoc{
 	{FlagDirectAMT, "DirectAMT", "DstProc is an AMT entry index (the IPUSH variant without the AMT Address Table)"},
 	{FlagCRC, "CRC", "Checksum is valid and must be verified"},
 	{FlagHold, "Hold", "ACK: the receiver holds packet Seq (it is not lost); NACK RETRY: the hold has ended, send everything from Seq now"},
-	{FlagAckValid, "AckValid", "Ack carries a cumulative ack (any packet can piggyback one)"},
+	{FlagAckValid, "AckValid", "Ack carries a cumulative ack of the receiver's session Tag (any packet but a Tagged PUSH can piggyback one)"},
 	{FlagSignal, "Signal", "the sender wants a completion for this message"},
 	{FlagSeq, "Seq", "Seq is a sequence number to check (every data packet); without it (ACK, NACK) Seq is only a reference"},
 	{FlagTagged, "Tagged", "PUSH: Tag names the LMMC port whose link page frames the data must land in; the receiver refuses it elsewhere (BAD_TAG)"},
@@ -376,7 +378,7 @@ var Fields = []Field{
 	{"Addr", 40, 8, "Address", true, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"},
 	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
 	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"},
-	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in; otherwise 0"},
+	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in (such a PUSH carries no Ack); otherwise, once the sender has received a packet of the receiver's sending session: that session's epoch (the Code of its packets), which Ack, and a NACK's or Hold ACK's Seq, Addr and Imm, refer to; the receiver ignores them when it is not its current session's, since a new session numbers from 1 again; otherwise 0"},
 	{"Checksum", 60, 4, "Checksum", true, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
 }
 
