@@ -46,7 +46,7 @@ func procCPU(pid int) (time.Duration, error) {
 // A daemon serving 64 devices with no traffic does not spin: its CPU time
 // over 10 s, measured from /proc, stays far below a core. The issue's
 // target is under 1% of one core; this test asserts only a bound that
-// catches spinning (15%) and logs the figure.
+// catches spinning (5%: it measures 0.5%) and logs the figure.
 func TestIdleDaemonCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures an idle daemon for 10 s")
@@ -54,7 +54,7 @@ func TestIdleDaemonCPU(t *testing.T) {
 	const (
 		settle  = time.Second
 		measure = 10 * time.Second
-		limit   = 15.0 // % of one core
+		limit   = 5.0 // % of one core
 	)
 	d := startDaemon(t, 64)
 	pid := d.cmd.Process.Pid

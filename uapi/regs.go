@@ -189,7 +189,7 @@ var Registers = []Reg{
 	{"NODE_ID", RegNodeID, RO, "this device's node id"},
 	{"REGION_SIZE", RegRegionSize, RO, "bytes in the whole region (a power of two)"},
 	{"STATE", RegState, RO, "0 reset (no link yet), 1 running, 2 stopped (gone for good)"},
-	{"ALIVE", RegAlive, RO, "heartbeat: the device host's CLOCK_MONOTONIC in ns, stored by the engine every 10 ms today (see Liveness)"},
+	{"ALIVE", RegAlive, RO, "heartbeat: the device host's CLOCK_MONOTONIC in ns, stored by the engine every 10 ms while it works, at least every 100 ms asleep (see Liveness)"},
 	{"MTU", RegMTU, RO, "largest payload of one packet on the device's link"},
 	{"CMDQ_OFF", RegCmdqOff, RO, "offset of the command queue"},
 	{"CMDQ_ENTRIES", RegCmdqEntries, RO, "command queue entries (power of two, 64 B each)"},

@@ -20,7 +20,11 @@ import (
 const (
 	spinNs       = 50_000     // spin this long after the last work
 	stallSleepNs = 50_000     // sleep this long when only a driver can unblock us
-	aliveNs      = 10_000_000 // advance ALIVE this often
+	aliveNs      = 10_000_000 // advance ALIVE this often while awake
+	// idleNs is the longest an idle engine sleeps: ALIVE advances at
+	// least this often (a driver calls a device stale after 2 s), and
+	// every wake-up of an idle daemon of 64 devices costs a pass over all.
+	idleNs = 100_000_000
 )
 
 // Engine runs the command and receive engines of a set of devices on one
@@ -154,6 +158,7 @@ func (e *Engine) run() {
 	lastWork := int64(0)
 	lastAlive := int64(0)
 	iter, busyRuns := 0, 0
+	timedOut := false // the last sleep ended by its timer, not a wake-up
 	for !e.stop.Load() {
 		busy := false
 		var now int64
@@ -176,9 +181,10 @@ func (e *Engine) run() {
 			}
 			iter = 0
 			lastWork = 0
+			timedOut = false
 			continue
 		}
-		if iter&15 != 0 {
+		if iter&15 != 0 && !timedOut {
 			continue
 		}
 		if yieldEngine {
@@ -195,9 +201,10 @@ func (e *Engine) run() {
 		if lastWork == 0 {
 			lastWork = t
 		}
-		if t-lastWork < spinNs {
+		if t-lastWork < spinNs && !timedOut {
 			continue
 		}
+		timedOut = false
 		// Sleep: say so, look once more, then park until a doorbell, a frame or a timer.
 		e.sleeping.Store(true)
 		for _, d := range e.devs {
@@ -206,7 +213,7 @@ func (e *Engine) run() {
 				d.parker.Park(true) // peers in other processes signal us from now on
 			}
 		}
-		timeout := time.Duration(aliveNs)
+		timeout := time.Duration(idleNs)
 		work := false
 		for _, d := range e.devs {
 			if d.drove.Swap(false) || d.driven.Load() > 0 {
@@ -231,6 +238,12 @@ func (e *Engine) run() {
 			select {
 			case <-e.wakeCh:
 			case <-timer.C:
+				// Only time passed: the heartbeat, then look once and sleep
+				// again at once unless that look finds work.
+				t := monotime.Now()
+				lastAlive = t
+				e.heartbeat(t)
+				timedOut = true
 			}
 			timer.Stop()
 		}
