@@ -172,6 +172,11 @@ func (e *Engine) run() {
 			d.running.Store(false)
 		}
 		iter++
+		if !busy && e.osYield.Load() {
+			// Drivers in other processes wait on this core: give it up
+			// after every idle pass (the three-process hand-off).
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
 		if busy {
 			if busyRuns++; busyRuns&63 == 0 { // ALIVE advances under unbroken load too
 				if t := monotime.Now(); t-lastAlive > aliveNs {
@@ -189,9 +194,6 @@ func (e *Engine) run() {
 		}
 		if yieldEngine {
 			runtime.Gosched() // share the core with drivers polling on it
-		}
-		if e.osYield.Load() {
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // and with drivers in other processes
 		}
 		t := monotime.Now()
 		if t-lastAlive > aliveNs {
