@@ -96,9 +96,7 @@ func Open(t Transport) (*Driver, error) {
 	}
 	d := &Driver{t: t, r: r, g: g, lm: mem[g.LinkMemOff : g.LinkMemOff+g.LinkMemSize], node: uint16(r.Load64(uapi.RegNodeID))}
 	d.cmdHead = r.Load64(uapi.RegCmdqHead)
-	// A driver that died between publishing a slot and storing the tail
-	// leaves the tail behind the device's head: never reuse a consumed index.
-	d.cmdTail = max(r.Load64(uapi.RegCmdqTail), d.cmdHead)
+	d.cmdTail = firstFreeIndex(r, g, d.cmdHead)
 	d.statHead = r.Load64(uapi.RegStatqHead)
 	d.statPub = d.statHead
 	d.amtatSeq = r.Load64(uapi.RegAMTATCtrl) >> 8
@@ -136,6 +134,20 @@ func usableCPUs() int {
 		return runtime.NumCPU()
 	}
 	return set.Count()
+}
+
+// firstFreeIndex is where a driver taking over a device starts posting:
+// the first index at or above head whose slot is not published. CMDQ_TAIL
+// cannot say: a driver that died between publishing a slot (its SEQ word)
+// and storing the tail leaves the tail behind a command the device will
+// still take, and posting over it would rewrite a slot the device may be
+// reading.
+func firstFreeIndex(r uapi.Region, g uapi.Geometry, head uint64) uint64 {
+	i := head
+	for i-head < g.CmdqEntries && r.Load64At(g.CmdqOff+(i&(g.CmdqEntries-1))*uapi.DescSize+uapi.DescSeqOff) == i+1 {
+		i++
+	}
+	return i
 }
 
 // Close detaches.
