@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/vdev/link/shmring"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -143,3 +148,47 @@ func TestShmRefusesOpenDir(t *testing.T) {
 }
 
 func chmod(path string, mode uint32) error { return os.Chmod(path, os.FileMode(mode)) }
+
+// A peer that writes an out-of-range index into its ring (it died in the
+// middle of a write, or it is broken) is counted and taken down: nothing
+// past the ring is read, the receiver keeps running, and the device hears
+// the peer is gone.
+func TestShmTornIndexTakesPeerDown(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := ListenShm(dir, 1, 1514)
+	defer a.Close()
+	b, _ := ListenShm(dir, 2, 1514)
+	defer b.Close()
+	downs := make(chan [6]byte, 4)
+	b.(PeerWatcher).SetPeerDown(func(m [6]byte) { downs <- m })
+	if err := a.Send(frameTo(a, wire.NodeMAC(2), "first")); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(recvWithin(t, b))
+	// Scribble on node 1's ring to node 2 the way a broken peer would: its
+	// tail jumps far past anything it published.
+	seg := (*a.(*shmPort).peers.Load())[2].pair.Mine
+	mem, err := unix.Mmap(seg.FD(), 0, shmring.HeaderSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[64])), 1<<40)
+	if f := b.Recv(); f != nil {
+		t.Fatalf("a frame came out of a torn ring: %q", f)
+	}
+	if got := b.(interface{ Dropped() uint64 }).Dropped(); got != 1 {
+		t.Fatalf("Dropped %d, want 1", got)
+	}
+	select {
+	case m := <-downs:
+		if m != [6]byte(wire.NodeMAC(1)) {
+			t.Fatalf("down reported for %x, want node 1", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the broken peer was not reported down")
+	}
+	if b.(interface{ Pending() bool }).Pending() {
+		t.Fatal("the torn ring still looks pending")
+	}
+}
