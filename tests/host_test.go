@@ -469,8 +469,18 @@ func TestFSViewOfDaemon(t *testing.T) {
 		t.Fatalf("write on a read-only view: %v, want EACCES", err)
 	}
 	fsCmd.Process.Signal(syscall.SIGINT)
-	if err := fsCmd.Wait(); err != nil {
-		t.Fatalf("fs exit: %v\n%s", err, fsOut.String())
+	exited := make(chan error, 1)
+	go func() { exited <- fsCmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("fs exit: %v\n%s", err, fsOut.String())
+		}
+	case <-time.After(60 * time.Second): // a hang guard, not a timing assertion
+		fsCmd.Process.Kill()
+		<-exited
+		unix.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatalf("dimmnet fs did not exit within a minute of Ctrl-C\n%s", fsOut.String())
 	}
 	if mounts, _ := os.ReadFile("/proc/self/mounts"); strings.Contains(string(mounts), mnt) {
 		t.Fatal("still mounted after Ctrl-C")

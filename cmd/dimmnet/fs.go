@@ -15,6 +15,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
+	"golang.org/x/sys/unix"
 )
 
 // attachAll attaches to every DIR/node<K>.sock a daemon serves.
@@ -88,15 +89,31 @@ func fsCmd(args []string) error {
 	case <-done: // unmounted from outside (umount)
 		return nil
 	}
-	for i := 0; ; i++ {
-		err := srv.Unmount()
-		if err == nil {
-			return nil
+	// The server's Unmount also waits for its request loops, which a
+	// request stuck in the kernel can hold for ever: bound it, then detach
+	// the mount lazily so the command always ends.
+	unmounted := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			err := srv.Unmount()
+			if err == nil || i == 20 {
+				unmounted <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if i == 20 {
+	}()
+	select {
+	case err := <-unmounted:
+		if err != nil {
 			return fmt.Errorf("unmount %s: %w (a file is still open?)", mnt, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	case <-time.After(5 * time.Second):
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: the server did not stop, and a lazy unmount failed: %w", mnt, err)
+		}
+		return nil
 	}
 }
 
