@@ -167,6 +167,12 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
+	// Wake the management goroutine out of its wait: a signaled NOP
+	// completes at once with a DONE no waiter claims. If it cannot be
+	// posted, the goroutine sees the stop when its wait times out.
+	n.dmu.Lock()
+	n.d.Post(&uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal})
+	n.dmu.Unlock()
 	<-n.stopped
 	return nil
 }
@@ -559,34 +565,49 @@ func (p *Process) Read(va uint64, buf []byte) (int, error) {
 // manage is the link-memory management goroutine: it takes statuses off
 // the driver's status ring. Paging requests are paged; DONE and ERROR
 // statuses wake waiters and are counted. Normal traffic brings none.
+//
+// It waits the way a driver should: in Driver.Wait, which spins briefly
+// (running the device's passes itself when the device is in this
+// process) and then sleeps on the device's interrupt, so a paging request
+// is handled as soon as it is posted, without polling. The timeout only
+// bounds how late a stop is seen when Close cannot wake it (Close posts a
+// signaled NOP, whose DONE does).
+//
+// Ownership of the driver: this goroutine is the only consumer of its
+// status ring (Poll, Wait; waiters get their statuses from it through
+// channels) and calls those without n.dmu, so that writers can post
+// while it waits; every post, from any goroutine, holds n.dmu. Posting
+// touches only the command side of the driver and waiting only the status
+// side (the race tests of this package run both at once).
 func (n *Node) manage() {
 	defer close(n.stopped)
-	idle := 0
 	for {
 		select {
 		case <-n.stop:
 			return
 		default:
 		}
-		if n.d.StatusTail() == n.d.StatusHead() { // register load: no driver lock needed
-			idle++
-			switch {
-			case idle < 2000:
-				runtime.Gosched()
-			default:
-				time.Sleep(20 * time.Microsecond)
-			}
-			continue
-		}
-		idle = 0
-		n.dmu.Lock()
-		s, ok := n.d.Poll()
-		n.dmu.Unlock()
-		if ok {
+		s, err := n.d.Wait(manageWaitNs)
+		switch {
+		case err == nil:
 			n.handle(s)
+		case errors.Is(err, driver.ErrTimeout):
+		default: // the device stopped or went stale: wait for it or for Close
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(manageRetry):
+			}
 		}
 	}
 }
+
+// manageWaitNs bounds one wait of the management goroutine; manageRetry is
+// its pause after a device error.
+const (
+	manageWaitNs = int64(50 * time.Millisecond)
+	manageRetry  = 10 * time.Millisecond
+)
 
 func (n *Node) handle(s uapi.Status) {
 	switch s.Type {
