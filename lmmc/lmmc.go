@@ -66,11 +66,15 @@ type Node struct {
 	ps   uint64
 	self uint16
 
-	mu        sync.Mutex // the tables
+	// mu guards the tables. Readers (Read, translations) share it; the
+	// paging steps that change entries take it alone, and a waiting
+	// writer goes before readers that come after it, so the management
+	// goroutine's page-in is not kept behind polling readers.
+	mu        sync.RWMutex
 	conns     map[uint16]*conn
 	sendPorts map[uint16]*sendPort
 	procs     []*Process
-	stats     Stats
+	ctr       counters
 
 	wmu     sync.Mutex
 	waiters map[uint64]chan uapi.Status
@@ -81,6 +85,11 @@ type Node struct {
 	closed  atomic.Bool
 }
 
+// counters are Stats, counted without the table lock.
+type counters struct {
+	writes, faults, pageRequests, syncs, pagingsDone, pagesOut, pagesIn, badTag, errors atomic.Uint64
+}
+
 // conn is this node's side of the connection with one other node.
 type conn struct {
 	peer      uint16
@@ -88,6 +97,7 @@ type conn struct {
 	send      FrameTable // the peer's receive frames our data goes to (peer's numbering)
 	recv      FrameTable // our receive frames for the peer's data
 	recvPorts map[uint16]*recvPort
+	polmu     sync.Mutex // the policy and its clock (taken last, after n.mu)
 	policy    Policy
 	clock     uint64
 	pmu       sync.Mutex // one paging at a time per connection (sender)
@@ -167,6 +177,12 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
+	// Wake the management goroutine out of its wait: a signaled NOP
+	// completes at once with a DONE no waiter claims. If it cannot be
+	// posted, the goroutine sees the stop when its wait times out.
+	n.dmu.Lock()
+	n.d.Post(&uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal})
+	n.dmu.Unlock()
 	<-n.stopped
 	return nil
 }
@@ -179,9 +195,10 @@ func (n *Node) PageSize() uint64 { return n.ps }
 
 // Stats returns the node's paging counts.
 func (n *Node) Stats() Stats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stats
+	c := &n.ctr
+	return Stats{Writes: c.writes.Load(), Faults: c.faults.Load(), PageRequests: c.pageRequests.Load(),
+		Syncs: c.syncs.Load(), PagingsDone: c.pagingsDone.Load(), PagesOut: c.pagesOut.Load(),
+		PagesIn: c.pagesIn.Load(), BadTag: c.badTag.Load(), Errors: c.errors.Load()}
 }
 
 // NewProcess creates an LMMC client with an empty page table.
@@ -281,32 +298,33 @@ func (p *Process) Write(va uint64, data []byte) error {
 func (p *Process) writePage(vp, off uint64, data []byte) error {
 	n := p.n
 	for {
-		n.mu.Lock()
+		n.mu.RLock()
 		e, ok := p.pt[vp]
 		if !ok || !e.Send {
-			n.mu.Unlock()
+			n.mu.RUnlock()
 			if !ok {
 				return fmt.Errorf("vpage %d: %w", vp, ErrNotMapped)
 			}
 			return fmt.Errorf("vpage %d: %w", vp, ErrDirection)
 		}
 		sp, c := n.sendPorts[e.Port], n.conns[e.Peer]
-		n.mu.Unlock()
+		n.mu.RUnlock()
 
 		sp.mu.Lock() // excludes paging of this port from here to the post
-		n.mu.Lock()
-		e = p.pt[vp]
+		n.mu.RLock()
+		e = p.pt[vp] // entries of sp change only under sp.mu: this one holds until the post
+		n.mu.RUnlock()
 		if e.Valid {
 			slot := e.Frame - c.send.Base
+			c.polmu.Lock()
 			c.clock++
 			c.policy.Access(e.Frame, e.Port, c.clock)
-			n.stats.Writes++
-			n.mu.Unlock()
+			c.polmu.Unlock()
+			n.ctr.writes.Add(1)
 			err := n.push(c, sp, slot, off, data)
 			sp.mu.Unlock()
 			return err
 		}
-		n.mu.Unlock()
 		sp.mu.Unlock()
 		if err := n.fault(c, sp); err != nil { // (1) trap
 			return err
@@ -364,7 +382,7 @@ func (n *Node) fault(c *conn, sp *sendPort) error {
 		n.mu.Unlock()
 		return nil
 	}
-	n.stats.Faults++
+	n.ctr.faults.Add(1)
 	// (2) the port comes from the page table (the caller read sp from the
 	// invalid entry). (3) pick the frame to page out with the frame table.
 	slot := slices.Index(c.send.Ports, 0)
@@ -373,7 +391,9 @@ func (n *Node) fault(c *conn, sp *sendPort) error {
 		for i := range occupied {
 			occupied[i] = c.send.Base + uint32(i)
 		}
+		c.polmu.Lock()
 		slot = int(c.policy.Victim(occupied, c.clock) - c.send.Base)
+		c.polmu.Unlock()
 	}
 	frame := c.send.Base + uint32(slot)
 	var victim *sendPort
@@ -407,7 +427,7 @@ func (n *Node) fault(c *conn, sp *sendPort) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.stats.PageRequests++
+	n.ctr.pageRequests.Add(1)
 	if victim != nil { // (5) every sharer of the paged-out port
 		victim.Resident = false
 		for _, m := range victim.Maps {
@@ -420,8 +440,10 @@ func (n *Node) fault(c *conn, sp *sendPort) error {
 		m.Proc.pt[m.VPage] = PTE{Valid: true, Send: true, Peer: c.peer, Port: sp.Port, Frame: frame}
 	}
 	c.send.Ports[slot] = sp.Port
+	c.polmu.Lock()
 	c.clock++
 	c.policy.Load(frame, sp.Port, c.clock)
+	c.polmu.Unlock()
 	return nil // (7) return from the trap
 }
 
@@ -434,9 +456,7 @@ func (n *Node) syncPush(c *conn, sp *sendPort, slot uint32) error {
 	_, err := n.waitFor(func(ck uint64) (uint64, error) {
 		return n.d.PushTagged(c.peer, stage, remote, 8, sp.Port, uapi.FlagSignal, ck)
 	})
-	n.mu.Lock()
-	n.stats.Syncs++
-	n.mu.Unlock()
+	n.ctr.syncs.Add(1)
 	return err
 }
 
@@ -489,13 +509,13 @@ func (n *Node) Flush() error {
 		// word to learn that the receiver's tables are final.
 		c := n.conns[peer]
 		c.pmu.Lock()
-		n.mu.Lock()
+		n.mu.RLock()
 		var sp *sendPort
 		slot := slices.IndexFunc(c.send.Ports, func(p uint16) bool { return p != 0 })
 		if slot >= 0 {
 			sp = n.sendPorts[c.send.Ports[slot]]
 		}
-		n.mu.Unlock()
+		n.mu.RUnlock()
 		var err error
 		if sp != nil {
 			sp.mu.Lock()
@@ -516,10 +536,13 @@ func (n *Node) Flush() error {
 // Consumed is an application's hint to the Comm policy that the receiver
 // has read what send port port holds (e.g. its reply came back).
 func (n *Node) Consumed(port uint16) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
 	if sp := n.sendPorts[port]; sp != nil && sp.Resident {
-		n.conns[sp.Peer].policy.Consumed(sp.Frame)
+		c := n.conns[sp.Peer]
+		c.polmu.Lock()
+		c.policy.Consumed(sp.Frame)
+		c.polmu.Unlock()
 	}
 }
 
@@ -529,8 +552,8 @@ func (n *Node) Consumed(port uint16) {
 func (p *Process) Read(va uint64, buf []byte) (int, error) {
 	n := p.n
 	done := 0
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
 	for done < len(buf) {
 		vp, off := va/n.ps, va%n.ps
 		k := min(uint64(len(buf)-done), n.ps-off)
@@ -559,52 +582,63 @@ func (p *Process) Read(va uint64, buf []byte) (int, error) {
 // manage is the link-memory management goroutine: it takes statuses off
 // the driver's status ring. Paging requests are paged; DONE and ERROR
 // statuses wake waiters and are counted. Normal traffic brings none.
+//
+// It waits the way a driver should: in Driver.Wait, which spins briefly
+// (running the device's passes itself when the device is in this
+// process) and then sleeps on the device's interrupt, so a paging request
+// is handled as soon as it is posted, without polling. The timeout only
+// bounds how late a stop is seen when Close cannot wake it (Close posts a
+// signaled NOP, whose DONE does).
+//
+// Ownership of the driver: this goroutine is the only consumer of its
+// status ring (Poll, Wait; waiters get their statuses from it through
+// channels) and calls those without n.dmu, so that writers can post
+// while it waits; every post, from any goroutine, holds n.dmu. Posting
+// touches only the command side of the driver and waiting only the status
+// side (the race tests of this package run both at once).
 func (n *Node) manage() {
 	defer close(n.stopped)
-	idle := 0
 	for {
 		select {
 		case <-n.stop:
 			return
 		default:
 		}
-		if n.d.StatusTail() == n.d.StatusHead() { // register load: no driver lock needed
-			idle++
-			switch {
-			case idle < 2000:
-				runtime.Gosched()
-			default:
-				time.Sleep(20 * time.Microsecond)
-			}
-			continue
-		}
-		idle = 0
-		n.dmu.Lock()
-		s, ok := n.d.Poll()
-		n.dmu.Unlock()
-		if ok {
+		s, err := n.d.Wait(manageWaitNs)
+		switch {
+		case err == nil:
 			n.handle(s)
+		case errors.Is(err, driver.ErrTimeout):
+		default: // the device stopped or went stale: wait for it or for Close
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(manageRetry):
+			}
 		}
 	}
 }
+
+// manageWaitNs bounds one wait of the management goroutine; manageRetry is
+// its pause after a device error.
+const (
+	manageWaitNs = int64(50 * time.Millisecond)
+	manageRetry  = 10 * time.Millisecond
+)
 
 func (n *Node) handle(s uapi.Status) {
 	switch s.Type {
 	case uapi.StPageReq:
 		if err := n.pageIn(s.SrcNode, uint16(s.Imm), uint32(s.Addr)); err != nil {
-			n.mu.Lock()
-			n.stats.Errors++
-			n.mu.Unlock()
+			n.ctr.errors.Add(1)
 		}
 		return
 	case uapi.StError:
-		n.mu.Lock()
 		if s.Err == uapi.EBadTag {
-			n.stats.BadTag++
+			n.ctr.badTag.Add(1)
 		} else {
-			n.stats.Errors++
+			n.ctr.errors.Add(1)
 		}
-		n.mu.Unlock()
 	}
 	if s.Type == uapi.StDone || s.Type == uapi.StError {
 		n.wmu.Lock()
@@ -640,7 +674,7 @@ func (n *Node) pageIn(peer, port uint16, frame uint32) error {
 			op.saved = make([]byte, n.ps)
 		}
 		copy(op.saved, fm) // (3) page out, keeping the contents
-		n.stats.PagesOut++
+		n.ctr.pagesOut.Add(1)
 		op.Resident = false
 		for _, m := range op.Maps { // (4)
 			m.Proc.pt[m.VPage] = PTE{Peer: peer, Port: old}
@@ -652,7 +686,7 @@ func (n *Node) pageIn(peer, port uint16, frame uint32) error {
 	}
 	if np.saved != nil { // (5) page in what the port held
 		copy(fm, np.saved)
-		n.stats.PagesIn++
+		n.ctr.pagesIn.Add(1)
 	} else {
 		clear(fm)
 	}
@@ -662,7 +696,7 @@ func (n *Node) pageIn(peer, port uint16, frame uint32) error {
 	}
 	c.recv.Ports[frame-c.recv.Base] = port
 	err := n.d.SetFrameTag(frame, port) // a register store: no driver lock needed
-	n.stats.PagingsDone++
+	n.ctr.pagingsDone.Add(1)
 	n.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retag frame %d: %w", frame, err)
@@ -804,7 +838,7 @@ func (n *Node) Tables() map[string]string {
 	for _, p := range n.procs {
 		t["page_table."+p.name] = fmt.Sprintf("%v", p.pt)
 	}
-	t["stats"] = fmt.Sprintf("%+v\n", n.stats)
+	t["stats"] = fmt.Sprintf("%+v\n", n.Stats())
 	return t
 }
 
@@ -835,6 +869,6 @@ func (n *Node) String() string {
 	for _, p := range n.procs {
 		fmt.Fprintf(&b, "page table of %s:\n%v", p.name, p.pt)
 	}
-	fmt.Fprintf(&b, "stats: %+v\n", n.stats)
+	fmt.Fprintf(&b, "stats: %+v\n", n.Stats())
 	return b.String()
 }
