@@ -7,7 +7,12 @@
 // device says it sleeps, polls the receive status ring (spin, then yield,
 // then sleep on the interrupt eventfd), manages IPUSH rings and the AMT
 // Address Table, and copies data out of link memory. A Driver is owned by
-// one goroutine at a time; use one per thread of control.
+// one goroutine at a time; use one per thread of control. The one
+// exception: posting (Post and the commands built on it) and consuming
+// statuses (Poll, Wait, WaitTail, Skip, Flush) touch separate state, so
+// one goroutine may post while one other consumes (lmmc's manager waits
+// for paging requests while writers post), as long as no ring in
+// device-head mode is released by the consumer (that release posts).
 package driver
 
 import (

@@ -75,13 +75,16 @@ func fsCmd(args []string) error {
 	for i, t := range ts {
 		devs = append(devs, regfs.Device{Name: names[i], Region: t.Region()})
 	}
+	// Ctrl-C unmounts from the moment the view can be seen: a signal
+	// that came between the mount and the handler killed the command and
+	// left the mount behind.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	srv, err := regfs.Mount(mnt, devs, regfs.Options{Writable: *rw})
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	fmt.Printf("mounted %d devices on %s (%s); Ctrl-C unmounts\n", len(devs), mnt, map[bool]string{true: "read-write", false: "read-only"}[*rw])
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	select {
