@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/qemu/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +28,8 @@ const (
 	markResult   = "DIMMNET-RESULT"   // one JSON pingpong.Result
 	markVerified = "DIMMNET-VERIFIED" // payloads checked byte for byte
 	markDone     = "DIMMNET-DONE"     // "ok" or "error: ..."
+	markAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
+	markIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
 )
 
 // Raw region layout (the lab's ivshmem-plain device both guests map): one
@@ -70,6 +74,11 @@ func guestMain() error {
 	args := kernelArgs()
 	switch args["dimmnet.run"] {
 	case "shell":
+		// Bind the device to vfio-pci first, so `dimmnet stat` and any
+		// driver started from the shell attach through VFIO.
+		if bdfs, err := driver.FindPCI(); err == nil {
+			fmt.Printf("%s %s\n", markAttach, prepareVFIO(bdfs[0]))
+		}
 		sh := exec.Command("/bin/sh")
 		sh.Stdin, sh.Stdout, sh.Stderr = os.Stdin, os.Stdout, os.Stderr
 		sh.Env = append(os.Environ(), "PATH=/bin:/sbin", "PS1=dimmnet-guest# ")
@@ -118,7 +127,14 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
-	t, err := driver.AttachPCI("")
+	// Probe through sysfs before binding: vfio-pci may refuse the
+	// resource mappings afterwards.
+	bdfs, err := driver.FindPCI()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s %s\n", markAttach, prepareVFIO(bdfs[0]))
+	t, err := driver.AttachPCI(bdfs[0]) // through VFIO when bound to vfio-pci
 	if err != nil {
 		return err
 	}
@@ -126,8 +142,13 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if n, ok := driver.Interrupts(t); ok {
+			fmt.Printf("%s %d\n", markIRQs, n)
+		}
+	}()
 	pos, _ := driver.IVPosition(t)
-	fmt.Printf("guest: node %d, ivshmem peer %d, %s\n", d.Node(), pos, args["dimmnet.role"])
+	fmt.Printf("guest: node %d, ivshmem peer %d, %s, attached through %s\n", d.Node(), pos, args["dimmnet.role"], driver.AttachKind(t))
 	side := &pingpong.Side{D: d, Peer: uint16(peer), Verify: true}
 	if err := pingpong.SetupSide(side, maxSize); err != nil {
 		return err
@@ -163,13 +184,54 @@ func guestPingPong(args map[string]string) error {
 			if err != nil {
 				return err
 			}
-			r.Path = "vm"
+			r.Path, r.Attach = "vm", driver.AttachKind(t)
 			emit(r)
 		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.bud.Warm+st.bud.Max); err != nil {
 			return err
 		}
 	}
 	fmt.Printf("%s %d\n", markVerified, side.Verified)
+	return nil
+}
+
+// prepareVFIO loads the VFIO modules the initramfs carries and binds the
+// function at bdf to vfio-pci. It returns "vfio", or "sysfs" and why not,
+// naming what is missing: the driver then maps the BARs through sysfs and
+// polls.
+func prepareVFIO(bdf string) string {
+	if err := loadVFIOModules(); err != nil {
+		return fmt.Sprintf("sysfs (%v)", err)
+	}
+	if err := driver.BindVFIO(bdf); err != nil {
+		return fmt.Sprintf("sysfs (%v)", err)
+	}
+	return "vfio"
+}
+
+// loadVFIOModules inserts kernel.VFIOModules from the initramfs's
+// /lib/modules/<release>, in order, with finit_module (a module already
+// loaded or built in is fine).
+func loadVFIOModules() error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Errorf("uname: %w", err)
+	}
+	dir := filepath.Join("/lib/modules", unix.ByteSliceToString(u.Release[:]))
+	for _, m := range kernel.VFIOModules {
+		p := filepath.Join(dir, m)
+		f, err := os.Open(p)
+		if err != nil {
+			if _, serr := os.Stat("/sys/bus/pci/drivers/vfio-pci"); serr == nil {
+				return nil // built in
+			}
+			return fmt.Errorf("no VFIO module %s in the initramfs: %w", p, err)
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("insert %s: %w", p, err)
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -42,8 +43,12 @@ func labCmd(args []string) error {
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	mem := fs.Int("mem", 128, "guest memory in MiB")
 	spin := fs.Bool("spin", false, "guests poll without ever sleeping (faster when cores are plentiful)")
+	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *attach != "vfio" && *attach != "sysfs" {
+		return fmt.Errorf("--attach %q: want vfio or sysfs", *attach)
 	}
 	qemuBin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -71,7 +76,13 @@ func labCmd(args []string) error {
 		return err
 	}
 	initrd := filepath.Join(workDir, "initramfs.cpio.gz")
-	if err := labInitramfs(initrd, workDir, progress); err != nil {
+	// The VFIO modules go in whatever --attach says, so a guest without an
+	// IOMMU exercises the fallback it would take on a kernel without one.
+	modules, err := labModules(k)
+	if err != nil {
+		progress("guests will attach through sysfs: %v", err)
+	}
+	if err := labInitramfs(initrd, workDir, modules, progress); err != nil {
 		return err
 	}
 
@@ -120,6 +131,14 @@ func labCmd(args []string) error {
 	if *spin {
 		common += " dimmnet.spin=1"
 	}
+	machine := "q35,accel=tcg"
+	if *attach == "vfio" {
+		// An emulated IOMMU with interrupt remapping, which
+		// vfio_iommu_type1 wants before it hands out MSI-X; it must
+		// precede the devices it translates for.
+		machine += " -device intel-iommu,intremap=on"
+		common += " intel_iommu=on"
+	}
 	guestArgs := func(i int) []string {
 		return []string{
 			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", filepath.Join(sockDir, fmt.Sprintf("node%d.sock", i))),
@@ -128,7 +147,7 @@ func labCmd(args []string) error {
 			"-device", "ivshmem-plain,memdev=raw",
 		}
 	}
-	qcmd := fmt.Sprintf("%s -machine q35,accel=tcg -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, *mem)
+	qcmd := fmt.Sprintf("%s -machine %s -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, machine, *mem)
 	if what == "shell" {
 		return labShell(ctx, qcmd, k.Path, initrd, common, guestArgs, workDir, progress)
 	}
@@ -141,6 +160,8 @@ func labCmd(args []string) error {
 		done    string
 		booted  string
 		ver     int
+		attach  string
+		irqs    int
 	}
 	guests := make([]*guest, 2)
 	start := time.Now()
@@ -169,6 +190,11 @@ func labCmd(args []string) error {
 					g.results = append(g.results, r)
 					progress("guest %d: %s %s %s: RTT/2 %.2f µs", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs)
 				}
+			case strings.HasPrefix(l, markAttach+" "):
+				g.attach = strings.TrimPrefix(l, markAttach+" ")
+				progress("guest %d attached through %s", i, g.attach)
+			case strings.HasPrefix(l, markIRQs+" "):
+				g.irqs, _ = strconv.Atoi(strings.TrimPrefix(l, markIRQs+" "))
 			case strings.HasPrefix(l, markVerified+" "):
 				g.ver, _ = strconv.Atoi(strings.TrimPrefix(l, markVerified+" "))
 			case strings.HasPrefix(l, markDone+" "):
@@ -231,6 +257,8 @@ func labCmd(args []string) error {
 	}
 	progress("both guests powered off after %.1f s; payloads verified byte for byte: %d by guest 0, %d by guest 1",
 		time.Since(start).Seconds(), guests[0].ver, guests[1].ver)
+	progress("attached through %s by guest 0, %s by guest 1; interrupts received: %d by guest 0, %d by guest 1",
+		attachKind(guests[0].attach), attachKind(guests[1].attach), guests[0].irqs, guests[1].irqs)
 	if *asJSON {
 		return writeJSON(os.Stdout, res)
 	}
@@ -244,6 +272,15 @@ func labCmd(args []string) error {
 	}
 	fmt.Printf("boot to /init: %s s and %s s of guest time; logs in %s\n", guests[0].booted, guests[1].booted, workDir)
 	return nil
+}
+
+// attachKind is the first word of a guest's DIMMNET-ATTACH line ("vfio",
+// "sysfs"), the reason having been shown when the line arrived.
+func attachKind(line string) string {
+	if f := strings.Fields(line); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // labKernel is the user's kernel or Debian's cloud kernel from the cache,
@@ -270,10 +307,24 @@ func labKernel(path string, progress func(string, ...any)) (kernel.Kernel, error
 	return k, nil
 }
 
+// labModules lists the kernel's VFIO modules for the initramfs, under
+// lib/modules/<release>/ as the guest init looks for them.
+func labModules(k kernel.Kernel) (map[string]string, error) {
+	files, err := k.VFIOModuleFiles()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for i, f := range files {
+		m[filepath.ToSlash(filepath.Join("lib", "modules", k.Version, kernel.VFIOModules[i]))] = f
+	}
+	return m, nil
+}
+
 // labInitramfs builds the guests' initramfs: this project's dimmnet, built
-// static, as /init (and bin/dimmnet), plus a static busybox when the host
-// has one (for lab shell).
-func labInitramfs(out, workDir string, progress func(string, ...any)) error {
+// static, as /init (and bin/dimmnet), the kernel's VFIO modules, plus a
+// static busybox when the host has one (for lab shell).
+func labInitramfs(out, workDir string, modules map[string]string, progress func(string, ...any)) error {
 	bin := filepath.Join(workDir, "dimmnet-static")
 	self, _ := os.Executable()
 	if initramfs.IsStatic(self) {
@@ -292,7 +343,9 @@ func labInitramfs(out, workDir string, progress func(string, ...any)) error {
 	if bb == "" {
 		progress("no static busybox on this host (Debian: busybox-static): guests get no shell")
 	}
-	return initramfs.Build(out, initramfs.Spec{Init: bin, Files: map[string]string{"bin/dimmnet": bin}, Busybox: bb})
+	files := map[string]string{"bin/dimmnet": bin}
+	maps.Copy(files, modules)
+	return initramfs.Build(out, initramfs.Spec{Init: bin, Files: files, Busybox: bb})
 }
 
 // labShell boots the two guests, guest 0 with a shell on this terminal and
