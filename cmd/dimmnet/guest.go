@@ -156,7 +156,7 @@ func guestPingPong(args map[string]string) error {
 	word := func(off int) *uint64 { return (*uint64)(unsafe.Pointer(&raw[off])) }
 	if !initiator {
 		atomic.StoreUint64(word(rawReady), 1)
-	} else if err := spinFor(word(rawReady), 1, 60*time.Second); err != nil {
+	} else if err := napFor(word(rawReady), 1, 60*time.Second); err != nil {
 		return fmt.Errorf("the responder never got ready: %w", err)
 	}
 	// The raw floor: a word bounced through memory both guests map.
@@ -238,6 +238,20 @@ func loadVFIOModules() error {
 func emit(r pingpong.Result) {
 	b, _ := json.Marshal(r)
 	fmt.Printf("%s %s\n", markResult, b)
+}
+
+// napFor waits until *p == v, sleeping a millisecond between looks: the
+// peer may still be booting, and a spinning vCPU would hold the host core
+// the peer's vCPU needs (two guests and the daemon share two cores here).
+func napFor(p *uint64, v uint64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for atomic.LoadUint64(p) != v {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for word %d (is %d)", v, atomic.LoadUint64(p))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // spinFor waits until *p == v, yielding now and then.
