@@ -32,7 +32,7 @@ const (
 var ErrNoPCIDevice = errors.New("driver: no dimmnet device (1af4:1110 with the register-page magic) on the PCI bus")
 
 // pciTransport is a guest's view of the device through sysfs, the fallback
-// when VFIO is unavailable (vfioTransport): BAR2 is the region, BAR0 holds
+// when VFIO is unavailable (VFIOFunction): BAR2 is the region, BAR0 holds
 // the Doorbell register. Without vfio-pci no kernel driver enables MSI-X
 // for userspace, so waiting is polling.
 type pciTransport struct {
@@ -108,15 +108,37 @@ func FindPCI() ([]string, error) {
 	return out, nil
 }
 
-// FindPlainPCI returns the ivshmem devices that are not dimmnet devices:
-// plain shared regions (the lab's raw baseline).
+// FindPlainPCI returns the ivshmem-plain functions: shared regions with no
+// doorbell and no dimmnet device (the lab's raw word baseline).
 func FindPlainPCI() ([]string, error) {
+	return findOther(false)
+}
+
+// FindDoorbellPCI returns the ivshmem doorbell functions that are not
+// dimmnet devices: a device-less ivshmem server's peers (the lab's raw
+// interrupt baseline).
+func FindDoorbellPCI() ([]string, error) {
+	return findOther(true)
+}
+
+// findOther lists the ivshmem functions without the dimmnet magic that
+// have (doorbell) or lack an MSI-X BAR. An ivshmem-doorbell function has
+// its MSI-X table in BAR1, ivshmem-plain has no BAR1 and no interrupts:
+// that, not PCI order or sizes, tells them apart.
+func findOther(doorbell bool) ([]string, error) {
 	bdfs, err := ivshmemDevices()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, b := range bdfs {
+		_, err := os.Stat(filepath.Join(PCISysfs, b, "resource1"))
+		if (err == nil) != doorbell {
+			continue
+		}
+		// A function bound to vfio-pci is skipped: its group may be open
+		// (by this process) and its sysfs resources refused. Find the
+		// functions before binding them.
 		if !BoundToVFIO(b) && sysfsMagic(b) == 0 {
 			out = append(out, b)
 		}
@@ -219,7 +241,7 @@ func IVPosition(t Transport) (uint32, bool) {
 	switch p := t.(type) {
 	case *pciTransport:
 		return p.IVPosition(), true
-	case *vfioTransport:
+	case *VFIOFunction:
 		return p.IVPosition(), true
 	}
 	return 0, false

@@ -263,9 +263,12 @@ func probeVFIO(bdf string) bool {
 	return err == nil && pos >= 1
 }
 
-// vfioTransport is a guest driver's device through VFIO: BAR2 mapped
+// VFIOFunction is an ivshmem function driven through VFIO: BAR2 mapped
 // through the device fd, BAR0 by pread/pwrite, MSI-X vector 0 an eventfd.
-type vfioTransport struct {
+// As a dimmnet device it is a driver's Transport (AttachVFIO); any ivshmem
+// doorbell function can be opened as one (OpenVFIO) to ring peers and
+// wait for their interrupts, as the lab's raw interrupt baseline does.
+type VFIOFunction struct {
 	v    *vfioDevice
 	mem  []byte
 	irq  *eventfd.FD
@@ -276,12 +279,22 @@ type vfioTransport struct {
 // AttachVFIO attaches a guest's driver to the dimmnet device at bdf, bound
 // to vfio-pci (BindVFIO): the region is BAR2 mapped through the device fd,
 // the Doorbell a pwrite to BAR0, and WaitIRQ blocks on MSI-X vector 0.
-func AttachVFIO(bdf string) (_ Transport, err error) {
+func AttachVFIO(bdf string) (Transport, error) {
+	f, err := OpenVFIO(bdf)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenVFIO opens the ivshmem doorbell function at bdf, bound to vfio-pci,
+// whatever its BAR2 holds.
+func OpenVFIO(bdf string) (_ *VFIOFunction, err error) {
 	v, err := openVFIO(bdf)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}
-	t := &vfioTransport{v: v, spin: os.Getenv("DIMMNET_GUEST_SPIN") == "1"}
+	t := &VFIOFunction{v: v, spin: os.Getenv("DIMMNET_GUEST_SPIN") == "1"}
 	defer func() {
 		if err != nil {
 			t.Close()
@@ -313,38 +326,52 @@ func AttachVFIO(bdf string) (_ Transport, err error) {
 	return t, nil
 }
 
-func (t *vfioTransport) Region() []byte { return t.mem }
+func (t *VFIOFunction) Region() []byte { return t.mem }
 
 // Kick writes 0<<16 | vector 0 to the Doorbell register: QEMU writes the
 // eventfd of peer 0, the device's doorbell.
-func (t *vfioTransport) Kick() error {
+func (t *VFIOFunction) Kick() error {
 	const peer, vector = 0, 0
 	return t.v.write32(t.v.bar0, ivDoorbell, peer<<16|vector)
+}
+
+// Ring writes peer<<16 | vector 0 to the Doorbell register: QEMU writes
+// that ivshmem peer's eventfd for vector 0, which is an MSI-X interrupt in
+// the peer's guest.
+func (t *VFIOFunction) Ring(peer uint16) error {
+	return t.v.write32(t.v.bar0, ivDoorbell, uint32(peer)<<16)
+}
+
+// WaitInterrupt blocks until MSI-X vector 0 fires or timeout passes (<= 0:
+// no limit) and reports whether it fired.
+func (t *VFIOFunction) WaitInterrupt(timeout time.Duration) (bool, error) {
+	ok, err := t.irq.Wait(timeout)
+	if ok {
+		t.irqs.Add(1)
+	}
+	return ok, err
 }
 
 // WaitIRQ blocks on MSI-X vector 0 until the device interrupts (it does
 // while the driver's DRV_WAIT is set) or timeoutMs passes; the vCPU halts
 // meanwhile. With DIMMNET_GUEST_SPIN=1 it returns at once, to poll on.
-func (t *vfioTransport) WaitIRQ(timeoutMs int) error {
+func (t *VFIOFunction) WaitIRQ(timeoutMs int) error {
 	if t.spin {
 		runtime.Gosched()
 		return nil
 	}
-	ok, err := t.irq.Wait(time.Duration(timeoutMs) * time.Millisecond)
-	if ok {
-		t.irqs.Add(1)
-	}
+	_, err := t.WaitInterrupt(time.Duration(timeoutMs) * time.Millisecond)
 	return err
 }
 
 // IVPosition is this guest's peer id on the ivshmem server, read from BAR0.
-func (t *vfioTransport) IVPosition() uint32 {
+func (t *VFIOFunction) IVPosition() uint32 {
 	p, _ := t.v.read32(t.v.bar0, ivPosition)
 	return p
 }
 
 // Close disables the interrupt and releases the mapping and every fd.
-func (t *vfioTransport) Close() error {
+func (t *VFIOFunction) Close() error {
 	var errs []error
 	if t.irq != nil {
 		errs = append(errs, t.v.setMSIX(-1), t.irq.Close())
@@ -359,7 +386,7 @@ func (t *vfioTransport) Close() error {
 // Interrupts returns how many times a VFIO transport's driver was woken by
 // the device's interrupt, and whether t is one.
 func Interrupts(t Transport) (uint64, bool) {
-	v, ok := t.(*vfioTransport)
+	v, ok := t.(*VFIOFunction)
 	if !ok {
 		return 0, false
 	}
@@ -370,7 +397,7 @@ func Interrupts(t Transport) (uint64, bool) {
 // attach's name.
 func AttachKind(t Transport) string {
 	switch t.(type) {
-	case *vfioTransport:
+	case *VFIOFunction:
 		return "vfio"
 	case *pciTransport:
 		return "sysfs"

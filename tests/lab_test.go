@@ -39,13 +39,18 @@ func TestLabPingPong(t *testing.T) {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 	const sizes = 6 // 8 .. 256
-	if len(recs) != 1+sizes*4 {
-		t.Fatalf("%d records, want %d", len(recs), 1+sizes*4)
+	if len(recs) != 2+sizes*4 {
+		t.Fatalf("%d records, want %d", len(recs), 2+sizes*4)
 	}
-	if recs[0].Mode != "raw" || recs[0].RTTHalfUs <= 0 {
-		t.Fatalf("raw baseline record %+v", recs[0])
+	if recs[0].Mode != "raw" || recs[0].Condition != "word" || recs[0].RTTHalfUs <= 0 {
+		t.Fatalf("raw word baseline record %+v", recs[0])
 	}
-	for _, r := range recs[1:] {
+	// The raw interrupt baseline: every one of its round trips was an
+	// MSI-X interrupt in each guest (a missing one fails the guest).
+	if r := recs[1]; r.Mode != "raw" || r.Condition != "irq" || r.RTTHalfP50Us <= 0 || r.Iters != 500 || r.Attach != "vfio" {
+		t.Fatalf("raw interrupt baseline record %+v", r)
+	}
+	for _, r := range recs[2:] {
 		if r.Path != "vm" || r.Iters != iters || r.RTTHalfUs <= 0 || r.Attach != "vfio" {
 			t.Fatalf("record %+v", r)
 		}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,11 @@ const (
 	rawPing  = 0
 	rawPong  = 128
 	rawReady = 256 // the responder is set up
+	// Each side's peer id on the device-less ivshmem server (the raw
+	// interrupt baseline), or rawNoIRQ when it cannot take part.
+	rawIRQInit = 384
+	rawIRQResp = 512
+	rawNoIRQ   = ^uint64(0)
 )
 
 // guestInit is /init in a lab guest: mount what the driver needs, run what
@@ -128,12 +134,20 @@ func guestPingPong(args map[string]string) error {
 		return err
 	}
 	// Probe through sysfs before binding: vfio-pci may refuse the
-	// resource mappings afterwards.
+	// resource mappings afterwards, and an open group cannot be probed.
 	bdfs, err := driver.FindPCI()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s\n", markAttach, prepareVFIO(bdfs[0]))
+	irqFns, _ := driver.FindDoorbellPCI()
+	how := prepareVFIO(bdfs[0])
+	fmt.Printf("%s %s\n", markAttach, how)
+	irqFn, err := openRawIRQ(how, irqFns)
+	if err != nil {
+		fmt.Printf("guest: no raw interrupt baseline: %v\n", err)
+	} else {
+		defer irqFn.Close()
+	}
 	t, err := driver.AttachPCI(bdfs[0]) // through VFIO when bound to vfio-pci
 	if err != nil {
 		return err
@@ -177,6 +191,9 @@ func guestPingPong(args map[string]string) error {
 	if initiator && rawIters > 0 {
 		half := float64(monotime.Now()-start) / float64(rawIters) / 2 / 1e3
 		emit(pingpong.Result{Mode: "raw", Condition: "word", Size: 8, RTTHalfUs: half, RTTHalfP50Us: half, MBps: 8 / half, Iters: rawIters, Path: "vm"})
+	}
+	if err := rawIRQPingPong(irqFn, word, initiator, rawIters); err != nil {
+		return err
 	}
 	for _, st := range newPlan(maxSize, iters, 0) {
 		if initiator {
@@ -231,6 +248,79 @@ func loadVFIOModules() error {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("insert %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// openRawIRQ opens the device-less ivshmem function (the lab's
+// --raw-irq server) through VFIO, when the device itself went through VFIO.
+func openRawIRQ(how string, fns []string) (*driver.VFIOFunction, error) {
+	if how != "vfio" {
+		return nil, errors.New("no VFIO")
+	}
+	if len(fns) == 0 {
+		return nil, errors.New("no ivshmem doorbell function besides the device")
+	}
+	if err := driver.BindVFIO(fns[0]); err != nil {
+		return nil, err
+	}
+	return driver.OpenVFIO(fns[0])
+}
+
+// rawIRQPingPong is the raw interrupt baseline: the guests ring each
+// other's MSI-X vector through a device-less ivshmem server and block on
+// their own, through VFIO, with no device model or daemon on the path.
+// Each side posts its peer id in the plain region (or rawNoIRQ); both run
+// only if both can. The initiator times every round trip.
+func rawIRQPingPong(f *driver.VFIOFunction, word func(int) *uint64, initiator bool, iters int) error {
+	mine, theirs := rawIRQInit, rawIRQResp
+	if !initiator {
+		mine, theirs = theirs, mine
+	}
+	id := rawNoIRQ
+	if f != nil {
+		id = uint64(f.IVPosition())
+	}
+	atomic.StoreUint64(word(mine), id)
+	deadline := time.Now().Add(60 * time.Second)
+	for atomic.LoadUint64(word(theirs)) == 0 {
+		if time.Now().After(deadline) {
+			return errors.New("the peer never said whether it takes part in the raw interrupt baseline")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	peer := atomic.LoadUint64(word(theirs))
+	if f == nil || peer == rawNoIRQ || iters <= 0 {
+		return nil
+	}
+	const limit = 10 * time.Second
+	lat := make([]int64, 0, iters)
+	for i := 0; i < iters; i++ {
+		var start int64
+		if initiator {
+			start = monotime.Now()
+			if err := f.Ring(uint16(peer)); err != nil {
+				return err
+			}
+		}
+		if ok, err := f.WaitInterrupt(limit); err != nil || !ok {
+			return fmt.Errorf("raw interrupt baseline, round %d: no interrupt from peer %d within %v (%v)", i, peer, limit, err)
+		}
+		if initiator {
+			lat = append(lat, monotime.Now()-start)
+		} else if err := f.Ring(uint16(peer)); err != nil {
+			return err
+		}
+	}
+	if initiator {
+		var sum int64
+		for _, l := range lat {
+			sum += l
+		}
+		slices.Sort(lat)
+		mean := float64(sum) / float64(len(lat)) / 2 / 1e3
+		p50 := float64(lat[len(lat)/2]) / 2 / 1e3
+		emit(pingpong.Result{Mode: "raw", Condition: "irq", Size: 0, RTTHalfUs: mean, RTTHalfP50Us: p50, Iters: iters, Path: "vm", Attach: "vfio"})
 	}
 	return nil
 }

@@ -92,7 +92,15 @@ func labCmd(args []string) error {
 		return err
 	}
 	sockDir := filepath.Join(workDir, "sock")
-	daemon := exec.Command(self, "serve", "--dir", sockDir, "--nodes", "2")
+	serveArgs := []string{"serve", "--dir", sockDir, "--nodes", "2"}
+	ready := 2
+	if *attach == "vfio" {
+		// A device-less ivshmem server too: the guests' raw interrupt
+		// baseline, ringing each other with no device model between.
+		serveArgs = append(serveArgs, "--raw-irq")
+		ready++
+	}
+	daemon := exec.Command(self, serveArgs...)
 	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	dlog, err := os.Create(filepath.Join(workDir, "daemon.log"))
 	if err != nil {
@@ -112,7 +120,7 @@ func labCmd(args []string) error {
 		daemon.Wait()
 	}()
 	sc := bufio.NewScanner(dout)
-	for i := 0; i < 2; i++ {
+	for i := 0; i < ready; i++ {
 		if !sc.Scan() {
 			return fmt.Errorf("daemon did not get ready (see %s)", dlog.Name())
 		}
@@ -140,12 +148,17 @@ func labCmd(args []string) error {
 		common += " intel_iommu=on"
 	}
 	guestArgs := func(i int) []string {
-		return []string{
+		a := []string{
 			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", filepath.Join(sockDir, fmt.Sprintf("node%d.sock", i))),
 			"-device", "ivshmem-doorbell,chardev=dn,vectors=1",
 			"-object", "memory-backend-file,id=raw,share=on,mem-path=" + rawPath + ",size=1M",
 			"-device", "ivshmem-plain,memdev=raw",
 		}
+		if *attach == "vfio" {
+			a = append(a, "-chardev", "socket,path="+filepath.Join(sockDir, "raw.sock")+",id=rawirq",
+				"-device", "ivshmem-doorbell,chardev=rawirq,vectors=1")
+		}
+		return a
 	}
 	qcmd := fmt.Sprintf("%s -machine %s -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, machine, *mem)
 	if what == "shell" {
@@ -188,7 +201,7 @@ func labCmd(args []string) error {
 				var r pingpong.Result
 				if json.Unmarshal([]byte(strings.TrimPrefix(l, markResult+" ")), &r) == nil {
 					g.results = append(g.results, r)
-					progress("guest %d: %s %s %s: RTT/2 %.2f µs", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs)
+					progress("guest %d: %s %s %s: RTT/2 %.2f µs (median %.2f)", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs, r.RTTHalfP50Us)
 				}
 			case strings.HasPrefix(l, markAttach+" "):
 				g.attach = strings.TrimPrefix(l, markAttach+" ")
@@ -251,9 +264,16 @@ func labCmd(args []string) error {
 		}
 	}
 	res := guests[0].results
-	want := len(newPlan(*maxSize, *iters, 0)) + 1
-	if len(res) != want {
-		return fmt.Errorf("guest 0 reported %d results, want %d (console log %s)", len(res), want, guests[0].log.Name())
+	var raws, devs []pingpong.Result
+	for _, r := range res {
+		if r.Mode == "raw" {
+			raws = append(raws, r)
+		} else {
+			devs = append(devs, r)
+		}
+	}
+	if want := len(newPlan(*maxSize, *iters, 0)); len(devs) != want || len(raws) == 0 {
+		return fmt.Errorf("guest 0 reported %d device results (want %d) and %d raw ones (console log %s)", len(devs), want, len(raws), guests[0].log.Name())
 	}
 	progress("both guests powered off after %.1f s; payloads verified byte for byte: %d by guest 0, %d by guest 1",
 		time.Since(start).Seconds(), guests[0].ver, guests[1].ver)
@@ -262,12 +282,21 @@ func labCmd(args []string) error {
 	if *asJSON {
 		return writeJSON(os.Stdout, res)
 	}
-	raw := res[0]
-	printTable(os.Stdout, "two QEMU guests (TCG), each with a dimmnet device of one daemon", res[1:])
+	raw := raws[0]
+	printTable(os.Stdout, "two QEMU guests (TCG), each with a dimmnet device of one daemon", devs)
 	fmt.Printf("\nraw baseline between the guests (a word through one shared ivshmem-plain region): RTT/2 %.2f µs\n", raw.RTTHalfUs)
-	for _, r := range res[1:] {
+	irq := pingpong.Result{}
+	if len(raws) > 1 {
+		irq = raws[1]
+		fmt.Printf("raw interrupt baseline (MSI-X through a device-less ivshmem server, VFIO): RTT/2 median %.2f µs (mean %.2f)\n", irq.RTTHalfP50Us, irq.RTTHalfUs)
+	}
+	for _, r := range devs {
 		if r.Size == 8 && r.Condition == pingpong.CondLinkMem {
-			fmt.Printf("  %-5s 8 B linkmem: RTT/2 %.2f µs = %.1fx raw\n", r.Mode, r.RTTHalfUs, r.RTTHalfUs/raw.RTTHalfUs)
+			fmt.Printf("  %-5s 8 B linkmem: RTT/2 median %.2f µs = %.1fx raw word", r.Mode, r.RTTHalfP50Us, r.RTTHalfP50Us/raw.RTTHalfP50Us)
+			if irq.RTTHalfP50Us > 0 {
+				fmt.Printf(", %.1fx raw interrupt", r.RTTHalfP50Us/irq.RTTHalfP50Us)
+			}
+			fmt.Println()
 		}
 	}
 	fmt.Printf("boot to /init: %s s and %s s of guest time; logs in %s\n", guests[0].booted, guests[1].booted, workDir)
