@@ -253,13 +253,15 @@ func labCmd(args []string) error {
 	for i, g := range guests {
 		go func() { werr[i] = g.vm.Wait(); exited <- i }()
 	}
+	first := -1 // the guest that ended badly first: the one to name
 	for range guests {
 		i := <-exited
 		g := guests[i]
 		g.mu.Lock()
 		done := g.done
 		g.mu.Unlock()
-		if werr[i] != nil || done != "ok" {
+		if (werr[i] != nil || done != "ok") && first < 0 {
+			first = i
 			for _, o := range guests {
 				o.vm.Kill()
 			}
@@ -268,15 +270,13 @@ func labCmd(args []string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("lab stopped: %w (logs in %s)", ctx.Err(), workDir)
 	}
-	for i, g := range guests { // a guest that died says more than its peer's timeout
-		if werr[i] != nil && g.done == "" {
-			return fmt.Errorf("guest %d died: %v (console log %s)", i, werr[i], g.log.Name())
+	// Name the guest that failed first, not the peer the lab then killed.
+	if first >= 0 {
+		g := guests[first]
+		if werr[first] != nil && g.done == "" {
+			return fmt.Errorf("guest %d died: %v (console log %s); the other was stopped", first, werr[first], g.log.Name())
 		}
-	}
-	for i, g := range guests {
-		if g.done != "ok" {
-			return fmt.Errorf("guest %d did not finish: %q (console log %s)", i, g.done, g.log.Name())
-		}
+		return fmt.Errorf("guest %d did not finish: %q (console log %s); the other was stopped", first, g.done, g.log.Name())
 	}
 	res := append(guests[0].results, hostRaw...)
 	var raws, devs []pingpong.Result
