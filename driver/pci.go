@@ -31,9 +31,10 @@ const (
 // ErrNoPCIDevice reports that no dimmnet device is on the guest's PCI bus.
 var ErrNoPCIDevice = errors.New("driver: no dimmnet device (1af4:1110 with the register-page magic) on the PCI bus")
 
-// pciTransport is a guest's view of the device: BAR2 is the region, BAR0
-// holds the Doorbell register. A guest's userspace gets no interrupts (no
-// kernel driver enables MSI-X), so waiting is polling.
+// pciTransport is a guest's view of the device through sysfs, the fallback
+// when VFIO is unavailable (VFIOFunction): BAR2 is the region, BAR0 holds
+// the Doorbell register. Without vfio-pci no kernel driver enables MSI-X
+// for userspace, so waiting is polling.
 type pciTransport struct {
 	bdf  string
 	mem  []byte
@@ -84,39 +85,79 @@ func mapResource(bdf string, n int, size int) ([]byte, error) {
 
 // FindPCI returns the bus addresses of the dimmnet devices on the PCI bus:
 // ivshmem doorbell devices whose BAR2 starts with the register-page magic.
+// A function already bound to vfio-pci is probed through VFIO, since its
+// sysfs resource files may no longer be mapped.
 func FindPCI() ([]string, error) {
-	out, err := findIvshmem(func(bdf string, dimmnet bool) bool { return dimmnet && doorbellCapable(bdf) })
-	if err == nil && len(out) == 0 {
-		err = ErrNoPCIDevice
-	}
-	return out, err
-}
-
-// FindPlainPCI returns the ivshmem devices that are not dimmnet devices:
-// plain shared regions (the lab's raw baseline).
-func FindPlainPCI() ([]string, error) {
-	return findIvshmem(func(_ string, dimmnet bool) bool { return !dimmnet })
-}
-
-// findIvshmem lists the ivshmem devices keep accepts, told whether BAR2
-// starts with the dimmnet register-page magic.
-func findIvshmem(keep func(bdf string, dimmnet bool) bool) ([]string, error) {
 	bdfs, err := ivshmemDevices()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, b := range bdfs {
-		mem, err := mapResource(b, 2, os.Getpagesize())
-		if err != nil {
-			continue
-		}
-		if keep(b, uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic) {
+		if BoundToVFIO(b) {
+			if probeVFIO(b) {
+				out = append(out, b)
+			}
+		} else if sysfsMagic(b) == 1 && doorbellCapable(b) {
 			out = append(out, b)
 		}
-		unix.Munmap(mem)
+	}
+	if len(out) == 0 {
+		return nil, ErrNoPCIDevice
 	}
 	return out, nil
+}
+
+// FindPlainPCI returns the ivshmem-plain functions: shared regions with no
+// doorbell and no dimmnet device (the lab's raw word baseline).
+func FindPlainPCI() ([]string, error) {
+	return findOther(false)
+}
+
+// FindDoorbellPCI returns the ivshmem doorbell functions that are not
+// dimmnet devices: a device-less ivshmem server's peers (the lab's raw
+// interrupt baseline).
+func FindDoorbellPCI() ([]string, error) {
+	return findOther(true)
+}
+
+// findOther lists the ivshmem functions without the dimmnet magic that
+// have (doorbell) or lack an MSI-X BAR. An ivshmem-doorbell function has
+// its MSI-X table in BAR1, ivshmem-plain has no BAR1 and no interrupts:
+// that, not PCI order or sizes, tells them apart.
+func findOther(doorbell bool) ([]string, error) {
+	bdfs, err := ivshmemDevices()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, b := range bdfs {
+		_, err := os.Stat(filepath.Join(PCISysfs, b, "resource1"))
+		if (err == nil) != doorbell {
+			continue
+		}
+		// A function bound to vfio-pci is skipped: its group may be open
+		// (by this process) and its sysfs resources refused. Find the
+		// functions before binding them.
+		if !BoundToVFIO(b) && sysfsMagic(b) == 0 {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// sysfsMagic maps the first page of BAR2 through sysfs: 1 if it starts
+// with the dimmnet register-page magic, 0 if not, -1 if it cannot be mapped.
+func sysfsMagic(bdf string) int {
+	mem, err := mapResource(bdf, 2, os.Getpagesize())
+	if err != nil {
+		return -1
+	}
+	defer unix.Munmap(mem)
+	if uapi.Region(mem).Load64(uapi.RegMagic) == uapi.Magic {
+		return 1
+	}
+	return 0
 }
 
 // doorbellCapable reports whether the ivshmem device at bdf is a doorbell
@@ -137,6 +178,9 @@ func MapPCIRegion(bdf string) ([]byte, error) { return mapResource(bdf, 2, 0) }
 // AttachPCI attaches a guest's driver to the dimmnet device at bdf (""
 // for the first one found): BAR2 is mapped as the region and BAR0 for the
 // Doorbell register. Above this step the driver is the same code.
+//
+// A function bound to vfio-pci (BindVFIO) is attached through VFIO
+// (AttachVFIO): its sysfs resources belong to vfio-pci then.
 func AttachPCI(bdf string) (Transport, error) {
 	if bdf == "" {
 		l, err := FindPCI()
@@ -144,6 +188,9 @@ func AttachPCI(bdf string) (Transport, error) {
 			return nil, err
 		}
 		bdf = l[0]
+	}
+	if BoundToVFIO(bdf) {
+		return AttachVFIO(bdf)
 	}
 	mem, err := mapResource(bdf, 2, 0)
 	if err != nil {
@@ -188,11 +235,14 @@ func (t *pciTransport) Close() error {
 	return errors.Join(unix.Munmap(t.mem), unix.Munmap(t.regs))
 }
 
-// IVPosition returns the guest's ivshmem peer id if t is a PCI attach.
+// IVPosition returns the guest's ivshmem peer id if t is a PCI attach
+// (sysfs or VFIO).
 func IVPosition(t Transport) (uint32, bool) {
-	p, ok := t.(*pciTransport)
-	if !ok {
-		return 0, false
+	switch p := t.(type) {
+	case *pciTransport:
+		return p.IVPosition(), true
+	case *VFIOFunction:
+		return p.IVPosition(), true
 	}
-	return p.IVPosition(), true
+	return 0, false
 }

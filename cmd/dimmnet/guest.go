@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/qemu/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +29,8 @@ const (
 	markResult   = "DIMMNET-RESULT"   // one JSON pingpong.Result
 	markVerified = "DIMMNET-VERIFIED" // payloads checked byte for byte
 	markDone     = "DIMMNET-DONE"     // "ok" or "error: ..."
+	markAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
+	markIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
 )
 
 // Raw region layout (the lab's ivshmem-plain device both guests map): one
@@ -34,6 +39,11 @@ const (
 	rawPing  = 0
 	rawPong  = 128
 	rawReady = 256 // the responder is set up
+	// Each side's peer id on the device-less ivshmem server (the raw
+	// interrupt baseline), or rawNoIRQ when it cannot take part.
+	rawIRQInit = 384
+	rawIRQResp = 512
+	rawNoIRQ   = ^uint64(0)
 )
 
 // guestInit is /init in a lab guest: mount what the driver needs, run what
@@ -70,6 +80,11 @@ func guestMain() error {
 	args := kernelArgs()
 	switch args["dimmnet.run"] {
 	case "shell":
+		// Bind the device to vfio-pci first, so `dimmnet stat` and any
+		// driver started from the shell attach through VFIO.
+		if bdfs, err := driver.FindPCI(); err == nil {
+			fmt.Printf("%s %s\n", markAttach, prepareVFIO(bdfs[0]))
+		}
 		sh := exec.Command("/bin/sh")
 		sh.Stdin, sh.Stdout, sh.Stderr = os.Stdin, os.Stdout, os.Stderr
 		sh.Env = append(os.Environ(), "PATH=/bin:/sbin", "PS1=dimmnet-guest# ")
@@ -118,7 +133,22 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
-	t, err := driver.AttachPCI("")
+	// Probe through sysfs before binding: vfio-pci may refuse the
+	// resource mappings afterwards, and an open group cannot be probed.
+	bdfs, err := driver.FindPCI()
+	if err != nil {
+		return err
+	}
+	irqFns, _ := driver.FindDoorbellPCI()
+	how := prepareVFIO(bdfs[0])
+	fmt.Printf("%s %s\n", markAttach, how)
+	irqFn, err := openRawIRQ(how, irqFns)
+	if err != nil {
+		fmt.Printf("guest: no raw interrupt baseline: %v\n", err)
+	} else {
+		defer irqFn.Close()
+	}
+	t, err := driver.AttachPCI(bdfs[0]) // through VFIO when bound to vfio-pci
 	if err != nil {
 		return err
 	}
@@ -126,8 +156,13 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if n, ok := driver.Interrupts(t); ok {
+			fmt.Printf("%s %d\n", markIRQs, n)
+		}
+	}()
 	pos, _ := driver.IVPosition(t)
-	fmt.Printf("guest: node %d, ivshmem peer %d, %s\n", d.Node(), pos, args["dimmnet.role"])
+	fmt.Printf("guest: node %d, ivshmem peer %d, %s, attached through %s\n", d.Node(), pos, args["dimmnet.role"], driver.AttachKind(t))
 	side := &pingpong.Side{D: d, Peer: uint16(peer), Verify: true}
 	if err := pingpong.SetupSide(side, maxSize); err != nil {
 		return err
@@ -135,17 +170,22 @@ func guestPingPong(args map[string]string) error {
 	word := func(off int) *uint64 { return (*uint64)(unsafe.Pointer(&raw[off])) }
 	if !initiator {
 		atomic.StoreUint64(word(rawReady), 1)
-	} else if err := spinFor(word(rawReady), 1, 60*time.Second); err != nil {
+	} else if err := napFor(word(rawReady), 1, 60*time.Second); err != nil {
 		return fmt.Errorf("the responder never got ready: %w", err)
 	}
-	// The raw floor: a word bounced through memory both guests map.
+	// The raw floor: a word bounced through memory both guests map. Each
+	// round trip is timed (the clock is the vDSO's, tens of ns) so the
+	// record's median is a median, not the mean copied.
 	start := monotime.Now()
+	lat := make([]int64, 0, max(rawIters, 0))
 	for i := uint64(1); i <= uint64(rawIters); i++ {
 		if initiator {
+			t0 := monotime.Now()
 			atomic.StoreUint64(word(rawPing), i)
 			if err := spinFor(word(rawPong), i, 10*time.Second); err != nil {
 				return err
 			}
+			lat = append(lat, monotime.Now()-t0)
 		} else {
 			if err := spinFor(word(rawPing), i, 10*time.Second); err != nil {
 				return err
@@ -155,7 +195,10 @@ func guestPingPong(args map[string]string) error {
 	}
 	if initiator && rawIters > 0 {
 		half := float64(monotime.Now()-start) / float64(rawIters) / 2 / 1e3
-		emit(pingpong.Result{Mode: "raw", Condition: "word", Size: 8, RTTHalfUs: half, RTTHalfP50Us: half, MBps: 8 / half, Iters: rawIters, Path: "vm"})
+		emit(pingpong.Result{Mode: "raw", Condition: "word", Size: 8, RTTHalfUs: half, RTTHalfP50Us: medianHalfUs(lat), MBps: 8 / half, Iters: rawIters, Path: "vm"})
+	}
+	if err := rawIRQPingPong(irqFn, word, initiator, rawIters); err != nil {
+		return err
 	}
 	for _, st := range newPlan(maxSize, iters, 0) {
 		if initiator {
@@ -163,7 +206,7 @@ func guestPingPong(args map[string]string) error {
 			if err != nil {
 				return err
 			}
-			r.Path = "vm"
+			r.Path, r.Attach = "vm", driver.AttachKind(t)
 			emit(r)
 		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.bud.Warm+st.bud.Max); err != nil {
 			return err
@@ -173,9 +216,144 @@ func guestPingPong(args map[string]string) error {
 	return nil
 }
 
+// prepareVFIO loads the VFIO modules the initramfs carries and binds the
+// function at bdf to vfio-pci. It returns "vfio", or "sysfs" and why not,
+// naming what is missing: the driver then maps the BARs through sysfs and
+// polls.
+func prepareVFIO(bdf string) string {
+	if err := loadVFIOModules(); err != nil {
+		return fmt.Sprintf("sysfs (%v)", err)
+	}
+	if err := driver.BindVFIO(bdf); err != nil {
+		return fmt.Sprintf("sysfs (%v)", err)
+	}
+	return "vfio"
+}
+
+// loadVFIOModules inserts kernel.VFIOModules from the initramfs's
+// /lib/modules/<release>, in order, with finit_module (a module already
+// loaded or built in is fine).
+func loadVFIOModules() error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Errorf("uname: %w", err)
+	}
+	dir := filepath.Join("/lib/modules", unix.ByteSliceToString(u.Release[:]))
+	for _, m := range kernel.VFIOModules {
+		p := filepath.Join(dir, m)
+		f, err := os.Open(p)
+		if err != nil {
+			if _, serr := os.Stat("/sys/bus/pci/drivers/vfio-pci"); serr == nil {
+				return nil // built in
+			}
+			return fmt.Errorf("no VFIO module %s in the initramfs: %w", p, err)
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("insert %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// openRawIRQ opens the device-less ivshmem function (the lab's
+// --raw-irq server) through VFIO, when the device itself went through VFIO.
+func openRawIRQ(how string, fns []string) (*driver.VFIOFunction, error) {
+	if how != "vfio" {
+		return nil, errors.New("no VFIO")
+	}
+	if len(fns) == 0 {
+		return nil, errors.New("no ivshmem doorbell function besides the device")
+	}
+	if err := driver.BindVFIO(fns[0]); err != nil {
+		return nil, err
+	}
+	return driver.OpenVFIO(fns[0])
+}
+
+// rawIRQPingPong is the raw interrupt baseline: the guests ring each
+// other's MSI-X vector through a device-less ivshmem server and block on
+// their own, through VFIO, with no device model or daemon on the path.
+// Each side posts its peer id in the plain region (or rawNoIRQ); both run
+// only if both can. The initiator times every round trip.
+func rawIRQPingPong(f *driver.VFIOFunction, word func(int) *uint64, initiator bool, iters int) error {
+	mine, theirs := rawIRQInit, rawIRQResp
+	if !initiator {
+		mine, theirs = theirs, mine
+	}
+	id := rawNoIRQ
+	if f != nil {
+		id = uint64(f.IVPosition())
+	}
+	atomic.StoreUint64(word(mine), id)
+	deadline := time.Now().Add(60 * time.Second)
+	for atomic.LoadUint64(word(theirs)) == 0 {
+		if time.Now().After(deadline) {
+			return errors.New("the peer never said whether it takes part in the raw interrupt baseline")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	peer := atomic.LoadUint64(word(theirs))
+	if f == nil || peer == rawNoIRQ || iters <= 0 {
+		return nil
+	}
+	const limit = 10 * time.Second
+	lat := make([]int64, 0, iters)
+	for i := 0; i < iters; i++ {
+		var start int64
+		if initiator {
+			start = monotime.Now()
+			if err := f.Ring(uint16(peer)); err != nil {
+				return err
+			}
+		}
+		if ok, err := f.WaitInterrupt(limit); err != nil || !ok {
+			return fmt.Errorf("raw interrupt baseline, round %d: no interrupt from peer %d within %v (%v)", i, peer, limit, err)
+		}
+		if initiator {
+			lat = append(lat, monotime.Now()-start)
+		} else if err := f.Ring(uint16(peer)); err != nil {
+			return err
+		}
+	}
+	if initiator {
+		var sum int64
+		for _, l := range lat {
+			sum += l
+		}
+		mean := float64(sum) / float64(len(lat)) / 2 / 1e3
+		emit(pingpong.Result{Mode: "raw", Condition: "irq", Size: 0, RTTHalfUs: mean, RTTHalfP50Us: medianHalfUs(lat), Iters: iters, Path: "vm", Attach: "vfio"})
+	}
+	return nil
+}
+
+// medianHalfUs is the median of round-trip times in ns, halved, in µs.
+func medianHalfUs(rtts []int64) float64 {
+	if len(rtts) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(rtts))
+	return float64(s[len(s)/2]) / 2 / 1e3
+}
+
 func emit(r pingpong.Result) {
 	b, _ := json.Marshal(r)
 	fmt.Printf("%s %s\n", markResult, b)
+}
+
+// napFor waits until *p == v, sleeping a millisecond between looks: the
+// peer may still be booting, and a spinning vCPU would hold the host core
+// the peer's vCPU needs (two guests and the daemon share two cores here).
+func napFor(p *uint64, v uint64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for atomic.LoadUint64(p) != v {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for word %d (is %d)", v, atomic.LoadUint64(p))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // spinFor waits until *p == v, yielding now and then.

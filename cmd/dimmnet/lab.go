@@ -8,10 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +45,16 @@ func labCmd(args []string) error {
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	mem := fs.Int("mem", 128, "guest memory in MiB")
 	spin := fs.Bool("spin", false, "guests poll without ever sleeping (faster when cores are plentiful)")
+	linkKind := fs.String("link", "mem", "what joins the two devices: mem (one daemon, its in-memory hub) or udp (a daemon per guest, linked over loopback UDP)")
+	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *attach != "vfio" && *attach != "sysfs" {
+		return fmt.Errorf("--attach %q: want vfio or sysfs", *attach)
+	}
+	if *linkKind != "mem" && *linkKind != "udp" {
+		return fmt.Errorf("--link %q: want mem or udp", *linkKind)
 	}
 	qemuBin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -71,43 +82,66 @@ func labCmd(args []string) error {
 		return err
 	}
 	initrd := filepath.Join(workDir, "initramfs.cpio.gz")
-	if err := labInitramfs(initrd, workDir, progress); err != nil {
+	// The VFIO modules go in whatever --attach says, so a guest without an
+	// IOMMU exercises the fallback it would take on a kernel without one.
+	modules, err := labModules(k)
+	if err != nil {
+		progress("guests will attach through sysfs: %v", err)
+	}
+	if err := labInitramfs(initrd, workDir, modules, progress); err != nil {
 		return err
 	}
 
-	// The daemon: this program, as a child that dies with us.
+	// The daemons: this program, as children that die with us. One with
+	// both devices on its in-memory hub, or (--link udp) one per guest, the
+	// two devices linked over loopback UDP.
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	sockDir := filepath.Join(workDir, "sock")
-	daemon := exec.Command(self, "serve", "--dir", sockDir, "--nodes", "2")
-	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	dlog, err := os.Create(filepath.Join(workDir, "daemon.log"))
-	if err != nil {
-		return err
-	}
-	defer dlog.Close()
-	daemon.Stderr = dlog
-	dout, err := daemon.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := daemon.Start(); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
-	}
-	defer func() {
-		daemon.Process.Signal(syscall.SIGTERM)
-		daemon.Wait()
-	}()
-	sc := bufio.NewScanner(dout)
-	for i := 0; i < 2; i++ {
-		if !sc.Scan() {
-			return fmt.Errorf("daemon did not get ready (see %s)", dlog.Name())
+	nodeSock := func(i int) string { return filepath.Join(sockDir, fmt.Sprintf("node%d.sock", i)) }
+	rawSock := filepath.Join(sockDir, "raw.sock")
+	var daemonArgs [][]string
+	switch *linkKind {
+	case "mem":
+		daemonArgs = [][]string{{"--dir", sockDir, "--nodes", "2"}}
+	case "udp":
+		peers, err := labUDPPeers(workDir)
+		if err != nil {
+			return err
 		}
-		progress("%s", sc.Text())
+		for i := range 2 {
+			dir := filepath.Join(sockDir, fmt.Sprintf("d%d", i))
+			daemonArgs = append(daemonArgs, []string{"--dir", dir, "--nodes", "1", "--node-base", strconv.Itoa(i), "--link", "udp", "--peers", peers})
+		}
+		nodeSock = func(i int) string {
+			return filepath.Join(sockDir, fmt.Sprintf("d%d", i), fmt.Sprintf("node%d.sock", i))
+		}
+		rawSock = filepath.Join(sockDir, "d0", "raw.sock")
 	}
-	go io.Copy(io.Discard, dout)
+	if *attach == "vfio" {
+		// A device-less ivshmem server too: the guests' raw interrupt
+		// baseline, ringing each other with no device model between.
+		daemonArgs[0] = append(daemonArgs[0], "--raw-irq")
+	}
+	for i, a := range daemonArgs {
+		stopDaemon, err := labDaemon(self, a, filepath.Join(workDir, fmt.Sprintf("daemon%d.log", i)), progress)
+		if err != nil {
+			return err
+		}
+		defer stopDaemon()
+	}
+
+	var hostRaw []pingpong.Result
+	if *linkKind == "udp" {
+		r, err := labUDPLoopback(*rawIters)
+		if err != nil {
+			return err
+		}
+		progress("host UDP loopback 8 B: RTT/2 median %.2f µs", r.RTTHalfP50Us)
+		hostRaw = append(hostRaw, r)
+	}
 
 	// The raw baseline's region: one file both guests map as ivshmem-plain.
 	rawPath := fmt.Sprintf("/dev/shm/dimmnet-lab-%d-raw", os.Getpid())
@@ -120,15 +154,33 @@ func labCmd(args []string) error {
 	if *spin {
 		common += " dimmnet.spin=1"
 	}
+	machine := "q35,accel=tcg"
+	if *attach == "vfio" {
+		// An emulated IOMMU with interrupt remapping, which
+		// vfio_iommu_type1 wants before it hands out MSI-X; it must
+		// precede the devices it translates for.
+		machine += " -device intel-iommu,intremap=on"
+		// no_timer_check: with interrupt remapping the kernel panics
+		// ("timer doesn't work through Interrupt-remapped IO-APIC") when
+		// its boot-time timer test misses ticks, as a TCG vCPU
+		// descheduled on a loaded host does; the test proves nothing
+		// about QEMU's timer, and cloud images skip it too.
+		common += " intel_iommu=on no_timer_check"
+	}
 	guestArgs := func(i int) []string {
-		return []string{
-			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", filepath.Join(sockDir, fmt.Sprintf("node%d.sock", i))),
+		a := []string{
+			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", nodeSock(i)),
 			"-device", "ivshmem-doorbell,chardev=dn,vectors=1",
 			"-object", "memory-backend-file,id=raw,share=on,mem-path=" + rawPath + ",size=1M",
 			"-device", "ivshmem-plain,memdev=raw",
 		}
+		if *attach == "vfio" {
+			a = append(a, "-chardev", "socket,path="+rawSock+",id=rawirq",
+				"-device", "ivshmem-doorbell,chardev=rawirq,vectors=1")
+		}
+		return a
 	}
-	qcmd := fmt.Sprintf("%s -machine q35,accel=tcg -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, *mem)
+	qcmd := fmt.Sprintf("%s -machine %s -cpu max -m %d -no-reboot -nodefaults -display none -serial stdio", qemuBin, machine, *mem)
 	if what == "shell" {
 		return labShell(ctx, qcmd, k.Path, initrd, common, guestArgs, workDir, progress)
 	}
@@ -141,6 +193,9 @@ func labCmd(args []string) error {
 		done    string
 		booted  string
 		ver     int
+		attach  string
+		irqs    int
+		panic   string // the kernel's panic line, if it panicked
 	}
 	guests := make([]*guest, 2)
 	start := time.Now()
@@ -160,6 +215,8 @@ func labCmd(args []string) error {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			switch {
+			case strings.Contains(l, "Kernel panic"):
+				g.panic = strings.TrimSpace(l)
 			case strings.HasPrefix(l, markBooted+" "):
 				g.booted = strings.TrimPrefix(l, markBooted+" ")
 				progress("guest %d booted to /init in %s s of guest time (%.1f s wall)", i, g.booted, time.Since(start).Seconds())
@@ -167,8 +224,13 @@ func labCmd(args []string) error {
 				var r pingpong.Result
 				if json.Unmarshal([]byte(strings.TrimPrefix(l, markResult+" ")), &r) == nil {
 					g.results = append(g.results, r)
-					progress("guest %d: %s %s %s: RTT/2 %.2f µs", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs)
+					progress("guest %d: %s %s %s: RTT/2 %.2f µs (median %.2f)", i, r.Mode, r.Condition, sizeName(r.Size), r.RTTHalfUs, r.RTTHalfP50Us)
 				}
+			case strings.HasPrefix(l, markAttach+" "):
+				g.attach = strings.TrimPrefix(l, markAttach+" ")
+				progress("guest %d attached through %s", i, g.attach)
+			case strings.HasPrefix(l, markIRQs+" "):
+				g.irqs, _ = strconv.Atoi(strings.TrimPrefix(l, markIRQs+" "))
 			case strings.HasPrefix(l, markVerified+" "):
 				g.ver, _ = strconv.Atoi(strings.TrimPrefix(l, markVerified+" "))
 			case strings.HasPrefix(l, markDone+" "):
@@ -199,13 +261,15 @@ func labCmd(args []string) error {
 	for i, g := range guests {
 		go func() { werr[i] = g.vm.Wait(); exited <- i }()
 	}
+	first := -1 // the guest that ended badly first: the one to name
 	for range guests {
 		i := <-exited
 		g := guests[i]
 		g.mu.Lock()
 		done := g.done
 		g.mu.Unlock()
-		if werr[i] != nil || done != "ok" {
+		if (werr[i] != nil || done != "ok") && first < 0 {
+			first = i
 			for _, o := range guests {
 				o.vm.Kill()
 			}
@@ -214,36 +278,199 @@ func labCmd(args []string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("lab stopped: %w (logs in %s)", ctx.Err(), workDir)
 	}
-	for i, g := range guests { // a guest that died says more than its peer's timeout
-		if werr[i] != nil && g.done == "" {
-			return fmt.Errorf("guest %d died: %v (console log %s)", i, werr[i], g.log.Name())
+	// Name the guest that failed first, not the peer the lab then killed.
+	if first >= 0 {
+		g := guests[first]
+		if g.panic != "" {
+			return fmt.Errorf("guest %d's kernel panicked: %s (console log %s); the other was stopped", first, g.panic, g.log.Name())
+		}
+		if werr[first] != nil && g.done == "" {
+			return fmt.Errorf("guest %d died: %v (console log %s); the other was stopped", first, werr[first], g.log.Name())
+		}
+		return fmt.Errorf("guest %d did not finish: %q (console log %s); the other was stopped", first, g.done, g.log.Name())
+	}
+	res := append(guests[0].results, hostRaw...)
+	var raws, devs []pingpong.Result
+	for _, r := range res {
+		if r.Mode == "raw" {
+			raws = append(raws, r)
+		} else {
+			devs = append(devs, r)
 		}
 	}
-	for i, g := range guests {
-		if g.done != "ok" {
-			return fmt.Errorf("guest %d did not finish: %q (console log %s)", i, g.done, g.log.Name())
-		}
-	}
-	res := guests[0].results
-	want := len(newPlan(*maxSize, *iters, 0)) + 1
-	if len(res) != want {
-		return fmt.Errorf("guest 0 reported %d results, want %d (console log %s)", len(res), want, guests[0].log.Name())
+	if want := len(newPlan(*maxSize, *iters, 0)); len(devs) != want || len(raws) == 0 {
+		return fmt.Errorf("guest 0 reported %d device results (want %d) and %d raw ones (console log %s)", len(devs), want, len(raws), guests[0].log.Name())
 	}
 	progress("both guests powered off after %.1f s; payloads verified byte for byte: %d by guest 0, %d by guest 1",
 		time.Since(start).Seconds(), guests[0].ver, guests[1].ver)
-	if *asJSON {
-		return writeJSON(os.Stdout, res)
+	progress("attached through %s by guest 0, %s by guest 1; interrupts received: %d by guest 0, %d by guest 1",
+		attachKind(guests[0].attach), attachKind(guests[1].attach), guests[0].irqs, guests[1].irqs)
+	for i := range devs {
+		devs[i].Link = *linkKind
 	}
-	raw := res[0]
-	printTable(os.Stdout, "two QEMU guests (TCG), each with a dimmnet device of one daemon", res[1:])
-	fmt.Printf("\nraw baseline between the guests (a word through one shared ivshmem-plain region): RTT/2 %.2f µs\n", raw.RTTHalfUs)
-	for _, r := range res[1:] {
+	if *asJSON {
+		return writeJSON(os.Stdout, append(raws, devs...))
+	}
+	base := map[string]pingpong.Result{}
+	for _, r := range raws {
+		base[r.Condition] = r
+	}
+	word, irq, udp := base["word"], base["irq"], base["udp"]
+	title := "two QEMU guests (TCG), each with a dimmnet device of one daemon"
+	if *linkKind == "udp" {
+		title = "two QEMU guests (TCG), a daemon each, the devices linked over loopback UDP"
+	}
+	printTable(os.Stdout, title, devs)
+	fmt.Printf("\nraw baseline between the guests (a word through one shared ivshmem-plain region): RTT/2 %.2f µs\n", word.RTTHalfUs)
+	if irq.Iters > 0 {
+		fmt.Printf("raw interrupt baseline (MSI-X through a device-less ivshmem server, VFIO): RTT/2 median %.2f µs (mean %.2f)\n", irq.RTTHalfP50Us, irq.RTTHalfUs)
+	}
+	if udp.Iters > 0 {
+		fmt.Printf("host UDP loopback, 8 B: RTT/2 median %.2f µs (mean %.2f)\n", udp.RTTHalfP50Us, udp.RTTHalfUs)
+	}
+	for _, r := range devs {
 		if r.Size == 8 && r.Condition == pingpong.CondLinkMem {
-			fmt.Printf("  %-5s 8 B linkmem: RTT/2 %.2f µs = %.1fx raw\n", r.Mode, r.RTTHalfUs, r.RTTHalfUs/raw.RTTHalfUs)
+			fmt.Printf("  %-5s 8 B linkmem: RTT/2 median %.2f µs = %.1fx raw word", r.Mode, r.RTTHalfP50Us, r.RTTHalfP50Us/word.RTTHalfP50Us)
+			if irq.RTTHalfP50Us > 0 {
+				fmt.Printf(", %.1fx raw interrupt", r.RTTHalfP50Us/irq.RTTHalfP50Us)
+				if udp.RTTHalfP50Us > 0 {
+					fmt.Printf(", %.1fx raw interrupt + UDP", r.RTTHalfP50Us/(irq.RTTHalfP50Us+udp.RTTHalfP50Us))
+				}
+			}
+			fmt.Println()
 		}
 	}
 	fmt.Printf("boot to /init: %s s and %s s of guest time; logs in %s\n", guests[0].booted, guests[1].booted, workDir)
 	return nil
+}
+
+// labDaemon starts `dimmnet serve args...` as a child that dies with us,
+// logging to logPath, and waits for its ready lines (one per socket). The
+// returned function stops it.
+func labDaemon(self string, args []string, logPath string, progress func(string, ...any)) (func(), error) {
+	daemon := exec.Command(self, append([]string{"serve"}, args...)...)
+	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dlog, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	daemon.Stderr = dlog
+	dout, err := daemon.StdoutPipe()
+	if err != nil {
+		dlog.Close()
+		return nil, err
+	}
+	if err := daemon.Start(); err != nil {
+		dlog.Close()
+		return nil, fmt.Errorf("start daemon: %w", err)
+	}
+	stop := func() {
+		daemon.Process.Signal(syscall.SIGTERM)
+		daemon.Wait()
+		dlog.Close()
+	}
+	want := 0
+	for i, a := range args {
+		if a == "--nodes" && i+1 < len(args) {
+			want, _ = strconv.Atoi(args[i+1])
+		}
+		if a == "--raw-irq" {
+			want++
+		}
+	}
+	sc := bufio.NewScanner(dout)
+	for range want {
+		if !sc.Scan() {
+			stop()
+			return nil, fmt.Errorf("daemon did not get ready (see %s)", logPath)
+		}
+		progress("%s", sc.Text())
+	}
+	go io.Copy(io.Discard, dout)
+	return stop, nil
+}
+
+// labUDPPeers writes the peers file of --link udp: nodes 0 and 1 on two
+// loopback ports free a moment ago.
+func labUDPPeers(workDir string) (string, error) {
+	var lines []string
+	for i := range 2 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("find a free UDP port: %w", err)
+		}
+		defer c.Close() // both held until both are chosen, so they differ
+		lines = append(lines, fmt.Sprintf("node %d %s", i, c.LocalAddr()))
+	}
+	p := filepath.Join(workDir, "peers")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// labUDPLoopback measures the host's own UDP loopback ping-pong, 8 bytes
+// between two sockets served by two goroutines: the medium --link udp
+// adds, measured in the same run. The median is of per-round-trip times.
+func labUDPLoopback(iters int) (pingpong.Result, error) {
+	a, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return pingpong.Result{}, fmt.Errorf("udp loopback: %w", err)
+	}
+	defer a.Close()
+	b, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return pingpong.Result{}, fmt.Errorf("udp loopback: %w", err)
+	}
+	defer b.Close()
+	echo := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for range iters {
+			n, from, err := b.ReadFromUDP(buf)
+			if err == nil {
+				_, err = b.WriteToUDP(buf[:n], from)
+			}
+			if err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	msg, buf := make([]byte, 8), make([]byte, 64)
+	lat := make([]time.Duration, 0, iters)
+	a.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for range iters {
+		t0 := time.Now()
+		if _, err := a.WriteToUDP(msg, b.LocalAddr().(*net.UDPAddr)); err != nil {
+			return pingpong.Result{}, fmt.Errorf("udp loopback: %w", err)
+		}
+		if _, _, err := a.ReadFromUDP(buf); err != nil {
+			return pingpong.Result{}, fmt.Errorf("udp loopback: %w", err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	if err := <-echo; err != nil {
+		return pingpong.Result{}, fmt.Errorf("udp loopback echo: %w", err)
+	}
+	var sum time.Duration
+	for _, l := range lat {
+		sum += l
+	}
+	slices.Sort(lat)
+	mean := float64(sum.Nanoseconds()) / float64(iters) / 2 / 1e3
+	return pingpong.Result{Mode: "raw", Condition: "udp", Size: 8, RTTHalfUs: mean, RTTHalfP50Us: float64(lat[iters/2].Nanoseconds()) / 2 / 1e3,
+		MBps: 8 / mean, Iters: iters, Path: "host", Link: "udp"}, nil
+}
+
+// attachKind is the first word of a guest's DIMMNET-ATTACH line ("vfio",
+// "sysfs"), the reason having been shown when the line arrived.
+func attachKind(line string) string {
+	if f := strings.Fields(line); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // labKernel is the user's kernel or Debian's cloud kernel from the cache,
@@ -270,10 +497,24 @@ func labKernel(path string, progress func(string, ...any)) (kernel.Kernel, error
 	return k, nil
 }
 
+// labModules lists the kernel's VFIO modules for the initramfs, under
+// lib/modules/<release>/ as the guest init looks for them.
+func labModules(k kernel.Kernel) (map[string]string, error) {
+	files, err := k.VFIOModuleFiles()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for i, f := range files {
+		m[filepath.ToSlash(filepath.Join("lib", "modules", k.Version, kernel.VFIOModules[i]))] = f
+	}
+	return m, nil
+}
+
 // labInitramfs builds the guests' initramfs: this project's dimmnet, built
-// static, as /init (and bin/dimmnet), plus a static busybox when the host
-// has one (for lab shell).
-func labInitramfs(out, workDir string, progress func(string, ...any)) error {
+// static, as /init (and bin/dimmnet), the kernel's VFIO modules, plus a
+// static busybox when the host has one (for lab shell).
+func labInitramfs(out, workDir string, modules map[string]string, progress func(string, ...any)) error {
 	bin := filepath.Join(workDir, "dimmnet-static")
 	self, _ := os.Executable()
 	if initramfs.IsStatic(self) {
@@ -292,7 +533,9 @@ func labInitramfs(out, workDir string, progress func(string, ...any)) error {
 	if bb == "" {
 		progress("no static busybox on this host (Debian: busybox-static): guests get no shell")
 	}
-	return initramfs.Build(out, initramfs.Spec{Init: bin, Files: map[string]string{"bin/dimmnet": bin}, Busybox: bb})
+	files := map[string]string{"bin/dimmnet": bin}
+	maps.Copy(files, modules)
+	return initramfs.Build(out, initramfs.Spec{Init: bin, Files: files, Busybox: bb})
 }
 
 // labShell boots the two guests, guest 0 with a shell on this terminal and

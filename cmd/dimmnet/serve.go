@@ -35,6 +35,7 @@ func serveCmd(args []string) error {
 	ifname := fs.String("ifname", "", "afpacket: the interface (a veth end, a NIC) the devices send on")
 	bridge := fs.String("bridge", "", "tap: the bridge the devices' TAPs (dimmnet<node>) join; made if missing")
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
+	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,11 +116,56 @@ func serveCmd(args []string) error {
 		fmt.Printf("node %d ready: socket %s region %s (%d MiB, link memory %d bytes, vectors %d)\n",
 			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
+	if *rawIRQ {
+		s, err := serveRawIRQ(filepath.Join(*dir, "raw.sock"), *vectors, log)
+		if err != nil {
+			shutdown()
+			return err
+		}
+		servers = append(servers, s)
+	}
 	log.Info("serving", "dir", *dir, "nodes", *nodes, "vectors", *vectors)
 	<-ctx.Done()
 	log.Info("shutting down: devices marked stopped, clients told, sockets closed", "keep_regions", *keep)
 	shutdown()
 	return nil
+}
+
+// rawRegionSize is the device-less server's shared memory: 2 MiB, unlike
+// the lab's 1 MiB ivshmem-plain region and the devices' regions, though
+// guests tell the functions apart by their MSI-X BAR and magic, not size.
+const rawRegionSize = 2 << 20
+
+// serveRawIRQ serves an ivshmem server with no device: peer 0's eventfds
+// exist (the protocol has them) but nothing reads them, and the peers,
+// from id 1, ring each other's vectors directly through QEMU. The region
+// is a memfd, so nothing is left in /dev/shm.
+func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, error) {
+	shm, err := unix.MemfdCreate("dimmnet-raw-irq", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("raw irq region: %w", err)
+	}
+	if err := unix.Ftruncate(shm, rawRegionSize); err != nil {
+		unix.Close(shm)
+		return nil, fmt.Errorf("raw irq region: %w", err)
+	}
+	self := make([]int, vectors)
+	for i := range self {
+		if self[i], err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+			return nil, fmt.Errorf("raw irq eventfd: %w", err)
+		}
+	}
+	s, err := ivshmem.Listen(ivshmem.Config{Path: sock, Vectors: vectors, ShmFD: shm, Self: self, Log: log.With("raw", true)})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := s.Serve(); err != nil {
+			log.Error("raw irq server stopped", "err", err)
+		}
+	}()
+	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", sock, rawRegionSize>>20, vectors)
+	return s, nil
 }
 
 func regionPath(pattern string, node uint16) string { return fmt.Sprintf(pattern, node) }

@@ -45,6 +45,9 @@ type Result struct {
 	Iters        int     `json:"iters"`
 	Path         string  `json:"path,omitempty"`
 	Link         string  `json:"link,omitempty"` // mem, udp, afpacket, tap
+	// Attach is how a guest's driver reached its device: "vfio" or
+	// "sysfs" (the lab's records only).
+	Attach string `json:"attach,omitempty"`
 	// Verified counts the messages of this measurement (warm-up included)
 	// whose payload was copied out and compared byte for byte with what
 	// the sender wrote (Side.Verify): the initiator's, and the responder's

@@ -1,8 +1,9 @@
 // Package kernel finds a Linux kernel the guest lab can boot under QEMU.
 //
 // The lab needs a kernel with PCI (the dimmnet device is an ivshmem PCI
-// function), devtmpfs and a serial console built in, because the guest has
-// no modules: its whole root file system is the initramfs. Debian's cloud
+// function), devtmpfs and a serial console built in, because the guest's
+// whole root file system is the initramfs; the only modules it carries are
+// the VFIO ones (VFIOModules), taken from the same package. Debian's cloud
 // kernel has all of that built in, boots in about a second under TCG and is
 // one small package, so Fetch takes it from the host's Debian mirror with
 // apt and unpacks it into a cache without installing anything on the host.
@@ -39,8 +40,9 @@ type Kernel struct {
 // how the guest init finds and maps it, CONFIG_DEVTMPFS gives /dev,
 // CONFIG_BLK_DEV_INITRD and CONFIG_RD_GZIP unpack the initramfs, the 8250
 // options carry the console on -nographic's ttyS0 and CONFIG_BINFMT_ELF runs
-// /init. CONFIG_PCI_MSI is deliberately absent: the guest polls and needs
-// no interrupt.
+// /init. What VFIO needs (CONFIG_PCI_MSI, CONFIG_INTEL_IOMMU,
+// CONFIG_IRQ_REMAP, the modules of VFIOModules) is deliberately absent: a
+// guest without it names what it lacks and polls through sysfs instead.
 var Required = []string{
 	"CONFIG_PCI",
 	"CONFIG_SYSFS",
@@ -51,6 +53,45 @@ var Required = []string{
 	"CONFIG_SERIAL_8250",
 	"CONFIG_SERIAL_8250_CONSOLE",
 	"CONFIG_BINFMT_ELF",
+}
+
+// VFIOModules are the modules, relative to lib/modules/<version>, that a
+// guest inserts, in this order, to hand its dimmnet function to vfio-pci
+// (Debian's cloud kernel builds VFIO as modules; no others are needed).
+// The package ships no modules.dep (depmod runs at install), so the order
+// is the dependency order, written down.
+var VFIOModules = []string{
+	"kernel/virt/lib/irqbypass.ko",
+	"kernel/drivers/vfio/vfio.ko",
+	"kernel/drivers/vfio/vfio_iommu_type1.ko",
+	"kernel/drivers/vfio/vfio_virqfd.ko",
+	"kernel/drivers/vfio/pci/vfio-pci-core.ko",
+	"kernel/drivers/vfio/pci/vfio-pci.ko",
+}
+
+// ErrNoModules is returned (wrapped, naming the first missing file) by
+// VFIOModuleFiles when the kernel's package lacks a module of VFIOModules.
+var ErrNoModules = errors.New("kernel: VFIO modules not found")
+
+// VFIOModuleFiles returns the host paths of VFIOModules for k, found in
+// lib/modules/<version> of the package k was unpacked from (the image in
+// boot/, the modules in ../lib/modules: Debian's layout and the host's
+// own). A kernel with VFIO built in needs none; one without modules
+// beside it gets ErrNoModules, and its guests the sysfs attach.
+func (k Kernel) VFIOModuleFiles() ([]string, error) {
+	if k.Version == "" {
+		return nil, fmt.Errorf("%w: version of %s unknown", ErrNoModules, k.Path)
+	}
+	dir := filepath.Join(filepath.Dir(k.Path), "..", "lib", "modules", k.Version)
+	var files []string
+	for _, m := range VFIOModules {
+		p := filepath.Clean(filepath.Join(dir, m))
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%w: no %s", ErrNoModules, p)
+		}
+		files = append(files, p)
+	}
+	return files, nil
 }
 
 // ErrMissing is returned (wrapped, with the options named) by Check when the

@@ -197,3 +197,33 @@ func TestFetch(t *testing.T) {
 		t.Fatalf("cached Fetch = %+v after %d commands in %v, want %+v, none, fast", k2, calls, took, k)
 	}
 }
+
+// The VFIO modules are found beside an unpacked package's image, in order;
+// a package missing one says which.
+func TestVFIOModuleFiles(t *testing.T) {
+	root := t.TempDir()
+	img := filepath.Join(root, "boot", "vmlinuz-6.1.0-test")
+	os.MkdirAll(filepath.Dir(img), 0o755)
+	os.WriteFile(img, []byte("kernel"), 0o644)
+	k, err := FromFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.VFIOModuleFiles(); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "irqbypass.ko") {
+		t.Fatalf("no modules: %v", err)
+	}
+	for _, m := range VFIOModules {
+		p := filepath.Join(root, "lib", "modules", "6.1.0-test", m)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("module"), 0o644)
+	}
+	files, err := k.VFIOModuleFiles()
+	if err != nil || len(files) != len(VFIOModules) {
+		t.Fatalf("%v %v", files, err)
+	}
+	for i, f := range files {
+		if !strings.HasSuffix(f, VFIOModules[i]) {
+			t.Fatalf("module %d is %s, want %s", i, f, VFIOModules[i])
+		}
+	}
+}
