@@ -390,9 +390,9 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		peer.gone.Store(true)
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(map[uint16]*shmPeer) {})
+		peer.pair.Mine.SetSleeping(p.parked.Load()) // under p.mu: Close unmaps it only after taking the lock
 		p.mu.Unlock()
 		p.logf("node %d (pid %d) dialled by %d lost the race to one dialled by %d", peer.node, peer.pid, peer.dialer, old.dialer)
-		peer.pair.Mine.SetSleeping(p.parked.Load())
 		return true
 	}
 	if old != nil {
@@ -411,10 +411,12 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	}
 	p.install(func(m map[uint16]*shmPeer) { m[peer.node] = peer })
 	delete(p.failed, peer.node)
+	// After it is listed (a Park from now on reaches it) and under p.mu
+	// (Close unmaps it only after taking the lock).
+	peer.pair.Mine.SetSleeping(p.parked.Load())
+	p.wg.Add(1)
 	p.mu.Unlock()
 	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
-	peer.pair.Mine.SetSleeping(p.parked.Load()) // after it is listed: a Park from now on reaches it
-	p.wg.Add(1)
 	go p.watchConn(peer)
 	if old != nil && old.pid != peer.pid {
 		old.conn.Close()
