@@ -49,7 +49,7 @@ const (
 	shmHelloVersion = 1
 	shmHelloLen     = 16
 	shmRetryDial    = 100 * time.Millisecond // a node that could not be dialled is not tried again sooner
-	shmRingBytes    = 4 << 20                // ring memory per peer and direction, in slots of a frame each
+	shmRingBytes    = 1 << 20                // ring memory per peer and direction, in slots of a frame each
 )
 
 // shmPeer is one process we exchange frames with.
@@ -88,7 +88,8 @@ type shmPort struct {
 	notify   atomic.Pointer[func()]              // wakes a sleeping engine
 	downFn   atomic.Pointer[func(mac [6]byte)]   // tells the device a peer is gone
 	parked   atomic.Bool
-	rr       int
+	rr       int      // the peer Recv looks at first
+	viewing  *shmPeer // the peer whose slot RecvInPlace lent out, until Done
 	closed   atomic.Bool
 	wg       sync.WaitGroup
 	dropped  atomic.Uint64 // frames refused by the ring checks (corrupt indexes or lengths)
@@ -112,7 +113,7 @@ func ListenShm(dir string, node uint16, mtu int) (Port, error) {
 	for p.slots < 1024 && p.slots*mtu < shmRingBytes {
 		p.slots *= 2
 	}
-	p.slots = max(p.slots, 64) // a window of frames, however large
+	p.slots = max(p.slots, 16) // a window of frames, however large
 	p.frames = frames{size: shmSlotFrame(mtu), max: maxFree}
 	empty := map[uint16]*shmPeer{}
 	p.peers.Store(&empty)
@@ -642,16 +643,25 @@ func (p *shmPort) Pending() bool {
 
 // Recv takes the next frame, visiting the peers' rings in turn.
 func (p *shmPort) Recv() []byte {
+	f, rest := p.RecvInPlace(p.frames.size)
+	if len(rest) > 0 { // longer than our buffers: the handshake refuses such rings
+		p.Done()
+		p.Release(f)
+		p.dropped.Add(1)
+		return nil
+	}
+	p.Done()
+	return f
+}
+
+// RecvInPlace takes the next frame, visiting the peers' rings in turn: its
+// first n bytes copied, the rest left in the peer's slot until Done.
+func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
+	p.Done() // a caller that forgot: the slot is not lent twice
 	list := *p.list.Load()
 	for i := range list {
 		peer := list[(p.rr+i)%len(list)]
-		if !peer.pair.Pending() {
-			if peer.exited.Load() && !peer.pair.Pending() {
-				p.prune(peer) // read to the end
-			}
-			continue
-		}
-		f, err := peer.pair.Get(p.frames.get())
+		v, err := peer.pair.Peek()
 		if err != nil {
 			p.logf("ring from node %d: %v", peer.node, err)
 			p.dropped.Add(1)
@@ -659,12 +669,27 @@ func (p *shmPort) Recv() []byte {
 			p.prune(peer) // nothing more can be read from a broken ring
 			continue
 		}
-		if f != nil {
-			p.rr = (p.rr + i + 1) % len(list)
-			return f
+		if v == nil {
+			if peer.exited.Load() && !peer.pair.Pending() {
+				p.prune(peer) // read to the end
+			}
+			continue
 		}
+		k := min(n, len(v))
+		head = append(p.frames.get(), v[:k]...)
+		p.viewing = peer
+		p.rr = (p.rr + i + 1) % len(list)
+		return head, v[k:]
 	}
-	return nil
+	return nil, nil
+}
+
+// Done frees the slot RecvInPlace lent out.
+func (p *shmPort) Done() {
+	if p.viewing != nil {
+		p.viewing.pair.Done()
+		p.viewing = nil
+	}
 }
 
 // Park says whether the engine sleeps: peers signal our eventfd only then.

@@ -281,23 +281,43 @@ func (p *Pair) Pending() bool {
 // frame) and frees its slot. It returns nil when none waits; ErrCorrupt
 // when the slot's word is out of range.
 func (p *Pair) Get(dst []byte) ([]byte, error) {
+	v, err := p.Peek()
+	if v == nil {
+		return nil, err
+	}
+	if len(v) > cap(dst) {
+		return nil, fmt.Errorf("shmring: frame of %d bytes, buffer holds %d: %w", len(v), cap(dst), ErrTooBig)
+	}
+	f := append(dst[:0], v...)
+	p.Done()
+	return f, nil
+}
+
+// Peek returns the next frame where it lies in the peer's slot, or nil
+// when none waits (ErrCorrupt when the slot's word is out of range). The
+// slot stays ours until Done; the peer can still write it, so whoever
+// reads the view reads each byte once and trusts nothing it read (copy
+// what must be checked first). A frame of length 0 is a zero-length,
+// non-nil view.
+func (p *Pair) Peek() ([]byte, error) {
 	s, r := p.Mine, p.Theirs
 	n, err := p.next()
 	if n < 0 || err != nil {
 		return nil, err
 	}
-	if n > cap(dst) {
-		return nil, fmt.Errorf("shmring: frame of %d bytes, buffer holds %d: %w", n, cap(dst), ErrTooBig)
+	off := HeaderSize + int(s.head.Load()&(r.slots-1))*r.slotSize + lenWord
+	return r.mem[off : off+n : off+n], nil
+}
+
+// Done frees the slot of the frame Peek returned.
+func (p *Pair) Done() {
+	s, r := p.Mine, p.Theirs
+	h := s.head.Load() + 1
+	s.head.Store(h)
+	if h-s.shown >= max(r.slots/4, 1) {
+		s.shown = h
+		atomic.StoreUint64(s.word(offHead), h) // those slots are the producer's again
 	}
-	h := s.head.Load()
-	off := HeaderSize + int(h&(r.slots-1))*r.slotSize + lenWord
-	f := append(dst[:0], r.mem[off:off+n]...)
-	s.head.Store(h + 1)
-	if h+1-s.shown >= max(r.slots/4, 1) {
-		s.shown = h + 1
-		atomic.StoreUint64(s.word(offHead), s.shown) // those slots are the producer's again
-	}
-	return f, nil
 }
 
 // MaxFrame is the largest frame the peer's slots carry to us.

@@ -275,3 +275,34 @@ func BenchmarkPutGet(b *testing.B) {
 		})
 	}
 }
+
+// Peek lends the frame where it lies; its slot is not the producer's again
+// until Done, however far the producer gets.
+func TestPeekHoldsTheSlotUntilDone(t *testing.T) {
+	a, b := pair(t, 2, 64)
+	a.Put([]byte{1, 2}, []byte{3})
+	a.Put([]byte{4}, nil)
+	v, err := b.Peek()
+	if err != nil || !bytes.Equal(v, []byte{1, 2, 3}) {
+		t.Fatalf("peek: % x %v", v, err)
+	}
+	if w, _ := b.Peek(); !bytes.Equal(w, v) {
+		t.Fatal("a second peek moved on")
+	}
+	if _, err := a.Put([]byte{9}, nil); !errors.Is(err, ErrFull) {
+		t.Fatalf("put into the lent slot: %v, want ErrFull", err)
+	}
+	b.Done()
+	if _, err := a.Put([]byte{5}, nil); err != nil {
+		t.Fatalf("put after Done: %v", err)
+	}
+	if !bytes.Equal(v, []byte{5, 2, 3}) {
+		t.Fatalf("the reused slot reads % x", v) // what a reader of a view after Done would see
+	}
+	for _, want := range [][]byte{{4}, {5}} {
+		if w, _ := b.Peek(); !bytes.Equal(w, want) {
+			t.Fatalf("peek % x, want % x", w, want)
+		}
+		b.Done()
+	}
+}
