@@ -82,6 +82,7 @@ type shmPort struct {
 	mu       sync.Mutex                          // writers of peers; failed dials
 	peers    atomic.Pointer[map[uint16]*shmPeer] // copy on write: Send and Recv read without a lock
 	list     atomic.Pointer[[]*shmPeer]          // the same, for Recv's round robin
+	last     atomic.Pointer[shmPeer]             // the peer Send found last, while not gone
 	failed   map[uint16]time.Time                // last failed dial per node
 	dead     []*shmPeer                          // unmapped at Close: the engine may still hold them
 	rxOnly   []*shmPeer                          // connections that lost a dialling race: read, not written
@@ -571,7 +572,11 @@ func (p *shmPort) peer(mac []byte) (*shmPeer, error) {
 	if !ok {
 		return nil, ErrNoRoute
 	}
+	if c := p.last.Load(); c != nil && c.node == node && !c.gone.Load() {
+		return c, nil // a ping-pong sends to one peer: skip the map
+	}
 	if peer := (*p.peers.Load())[node]; peer != nil {
+		p.last.Store(peer)
 		return peer, nil
 	}
 	p.dial(node)
