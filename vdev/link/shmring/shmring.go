@@ -9,10 +9,12 @@
 // state for the peer's ring to it (the head it has consumed, the word that
 // says it sleeps). The peer maps the Segment read-only as a Remote. The
 // model is gVisor's pkg/tcpip/link/sharedmem: indexes the other side
-// writes are read atomically and bounds-checked, a frame is copied out of
-// the ring before anyone looks at it (the producer could still rewrite it:
-// no double fetch), and the producer signals the consumer's eventfd only
-// when the consumer said it sleeps.
+// writes are read atomically and bounds-checked, whatever is checked is
+// copied out of the ring before anyone looks at it (the producer could
+// still rewrite it: no double fetch) — a whole frame with Get, or, with
+// Peek, the headers while the payload is read once, straight into place,
+// and never checked — and the producer signals the consumer's eventfd
+// only when the consumer said it sleeps.
 //
 // A hand-off moves as few cache lines as it can (FastForward, Giacomoni et
 // al., PPoPP 2008): each slot starts with a word the producer stores last,
