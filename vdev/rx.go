@@ -2,9 +2,11 @@ package vdev
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
@@ -60,7 +62,18 @@ func (d *Device) pollRx() bool {
 			}
 		}
 	}
+	inPlace, _ := d.port.(link.InPlaceReceiver)
 	for n := 0; n < 256; n++ {
+		if inPlace != nil {
+			f, rest := inPlace.RecvInPlace(wire.FrameOverhead)
+			if f == nil {
+				break
+			}
+			busy = true
+			d.handleInPlace(f, rest)
+			inPlace.Done()
+			continue
+		}
 		f := d.port.Recv()
 		if f == nil {
 			break
@@ -82,6 +95,54 @@ func (d *Device) pollRx() bool {
 // carrying ACKs and other peers' frames.
 func (d *Device) handle(f []byte, retry bool) bool {
 	h, payload, err := d.parser.Parse(f)
+	return d.handleParsed(f, nil, h, payload, err, retry)
+}
+
+// Offsets in a frame of the header fields handleInPlace looks at.
+var (
+	frameFlagsOff      = wire.EthHeaderLen + fieldOff("Flags")
+	framePayloadLenOff = wire.EthHeaderLen + fieldOff("PayloadLen")
+)
+
+func fieldOff(name string) int {
+	for _, f := range wire.Fields {
+		if f.Name == name {
+			return f.Off
+		}
+	}
+	panic("vdev: no header field " + name)
+}
+
+// handleInPlace handles a frame of a port that lends its payload (a
+// link.InPlaceReceiver): f holds its headers, copied, and rest its payload
+// where the medium holds it, which placement copies into link memory:
+// read once, the only copy on this side. Everything checked is in f, ours;
+// the payload is never checked, only copied. A frame that does not fit
+// (a checksum to verify over the payload, a payload length that is not
+// rest's, padding) is made whole first, as Recv would have made it.
+func (d *Device) handleInPlace(f, rest []byte) bool {
+	if len(rest) == 0 {
+		return d.handle(f, false)
+	}
+	pl := binary.LittleEndian.Uint32(f[framePayloadLenOff:])
+	flags := wire.Flags(binary.LittleEndian.Uint16(f[frameFlagsOff:]))
+	if len(f) != wire.FrameOverhead || uint64(pl) != uint64(len(rest)) || flags&wire.FlagCRC != 0 || d.crc {
+		return d.handle(append(f, rest...), false)
+	}
+	// Parse the headers alone: a header whose payload is elsewhere.
+	binary.LittleEndian.PutUint32(f[framePayloadLenOff:], 0)
+	h, _, err := d.parser.Parse(f)
+	binary.LittleEndian.PutUint32(f[framePayloadLenOff:], pl)
+	if err == nil {
+		h.PayloadLen = pl
+	}
+	return d.handleParsed(f, rest, h, rest, err, false)
+}
+
+// handleParsed is handle after Parse. A frame whose payload is still in
+// the medium (rest, see handleInPlace) is made whole before it is held:
+// the medium's memory is lent only until handle returns.
+func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, err error, retry bool) bool {
 	if err == nil && d.crc && h.Flags&wire.FlagCRC == 0 {
 		// On a medium that needs checksums every frame carries one: this
 		// one had its CRC flag flipped on the way, and nothing else of it
@@ -162,7 +223,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		// The driver is paging for this peer's request: nothing more from
 		// it is placed until PAGE_DONE (later frames are dropped and come
 		// again; retransmissions of this one get hold-flagged ACKs).
-		p.held = f
+		p.held = append(f, rest...)
 		d.holding++
 		return true
 	}
@@ -191,7 +252,7 @@ func (d *Device) handle(f []byte, retry bool) bool {
 		if !retry {
 			d.count(uapi.CtrHolds, 1)
 		}
-		p.held = f
+		p.held = append(f, rest...)
 		d.holding++
 		return true
 	}

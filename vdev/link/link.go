@@ -57,6 +57,23 @@ type VectorSender interface {
 	SendVec(head, payload []byte) error
 }
 
+// InPlaceReceiver is a Port that can leave a received frame's payload
+// where the medium put it (a shared-memory slot), so a receiver that
+// copies the payload out anyway, into link memory, reads it once instead
+// of copying it into a frame buffer first and out of it again.
+type InPlaceReceiver interface {
+	// RecvInPlace returns the next frame, or a nil head when none waits:
+	// head is its first n bytes (all of it when shorter) copied into a
+	// port buffer the caller owns until Release, and rest the bytes after
+	// them, still in the medium. rest is read-only and the sender may
+	// still write it: read each byte of it at most once and check nothing
+	// in it. It stays readable until Done, which the caller calls before
+	// it receives again.
+	RecvInPlace(n int) (head, rest []byte)
+	// Done gives the medium back the memory of the last rest.
+	Done()
+}
+
 // Backlogger is a Port that queues frames and sends them on its own
 // goroutine (a NIC's transmit ring). Backlog reports, for the station dst,
 // how many accepted frames have not reached the medium yet and when the

@@ -49,7 +49,7 @@ const (
 	shmHelloVersion = 1
 	shmHelloLen     = 16
 	shmRetryDial    = 100 * time.Millisecond // a node that could not be dialled is not tried again sooner
-	shmRingBytes    = 4 << 20                // ring memory per peer and direction, in slots of a frame each
+	shmRingBytes    = 1 << 20                // ring memory per peer and direction, in slots of a frame each
 )
 
 // shmPeer is one process we exchange frames with.
@@ -82,13 +82,15 @@ type shmPort struct {
 	mu       sync.Mutex                          // writers of peers; failed dials
 	peers    atomic.Pointer[map[uint16]*shmPeer] // copy on write: Send and Recv read without a lock
 	list     atomic.Pointer[[]*shmPeer]          // the same, for Recv's round robin
+	last     atomic.Pointer[shmPeer]             // the peer Send found last, while not gone
 	failed   map[uint16]time.Time                // last failed dial per node
 	dead     []*shmPeer                          // unmapped at Close: the engine may still hold them
 	rxOnly   []*shmPeer                          // connections that lost a dialling race: read, not written
 	notify   atomic.Pointer[func()]              // wakes a sleeping engine
 	downFn   atomic.Pointer[func(mac [6]byte)]   // tells the device a peer is gone
 	parked   atomic.Bool
-	rr       int
+	rr       int      // the peer Recv looks at first
+	viewing  *shmPeer // the peer whose slot RecvInPlace lent out, until Done
 	closed   atomic.Bool
 	wg       sync.WaitGroup
 	dropped  atomic.Uint64 // frames refused by the ring checks (corrupt indexes or lengths)
@@ -112,7 +114,7 @@ func ListenShm(dir string, node uint16, mtu int) (Port, error) {
 	for p.slots < 1024 && p.slots*mtu < shmRingBytes {
 		p.slots *= 2
 	}
-	p.slots = max(p.slots, 64) // a window of frames, however large
+	p.slots = max(p.slots, 16) // a window of frames, however large
 	p.frames = frames{size: shmSlotFrame(mtu), max: maxFree}
 	empty := map[uint16]*shmPeer{}
 	p.peers.Store(&empty)
@@ -390,9 +392,9 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		peer.gone.Store(true)
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(map[uint16]*shmPeer) {})
+		peer.pair.Mine.SetSleeping(p.parked.Load()) // under p.mu: Close unmaps it only after taking the lock
 		p.mu.Unlock()
 		p.logf("node %d (pid %d) dialled by %d lost the race to one dialled by %d", peer.node, peer.pid, peer.dialer, old.dialer)
-		peer.pair.Mine.SetSleeping(p.parked.Load())
 		return true
 	}
 	if old != nil {
@@ -411,10 +413,12 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	}
 	p.install(func(m map[uint16]*shmPeer) { m[peer.node] = peer })
 	delete(p.failed, peer.node)
+	// After it is listed (a Park from now on reaches it) and under p.mu
+	// (Close unmaps it only after taking the lock).
+	peer.pair.Mine.SetSleeping(p.parked.Load())
+	p.wg.Add(1)
 	p.mu.Unlock()
 	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
-	peer.pair.Mine.SetSleeping(p.parked.Load()) // after it is listed: a Park from now on reaches it
-	p.wg.Add(1)
 	go p.watchConn(peer)
 	if old != nil && old.pid != peer.pid {
 		old.conn.Close()
@@ -568,7 +572,11 @@ func (p *shmPort) peer(mac []byte) (*shmPeer, error) {
 	if !ok {
 		return nil, ErrNoRoute
 	}
+	if c := p.last.Load(); c != nil && c.node == node && !c.gone.Load() {
+		return c, nil // a ping-pong sends to one peer: skip the map
+	}
 	if peer := (*p.peers.Load())[node]; peer != nil {
+		p.last.Store(peer)
 		return peer, nil
 	}
 	p.dial(node)
@@ -640,16 +648,25 @@ func (p *shmPort) Pending() bool {
 
 // Recv takes the next frame, visiting the peers' rings in turn.
 func (p *shmPort) Recv() []byte {
+	f, rest := p.RecvInPlace(p.frames.size)
+	if len(rest) > 0 { // longer than our buffers: the handshake refuses such rings
+		p.Done()
+		p.Release(f)
+		p.dropped.Add(1)
+		return nil
+	}
+	p.Done()
+	return f
+}
+
+// RecvInPlace takes the next frame, visiting the peers' rings in turn: its
+// first n bytes copied, the rest left in the peer's slot until Done.
+func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
+	p.Done() // a caller that forgot: the slot is not lent twice
 	list := *p.list.Load()
 	for i := range list {
 		peer := list[(p.rr+i)%len(list)]
-		if !peer.pair.Pending() {
-			if peer.exited.Load() && !peer.pair.Pending() {
-				p.prune(peer) // read to the end
-			}
-			continue
-		}
-		f, err := peer.pair.Get(p.frames.get())
+		v, err := peer.pair.Peek()
 		if err != nil {
 			p.logf("ring from node %d: %v", peer.node, err)
 			p.dropped.Add(1)
@@ -657,12 +674,27 @@ func (p *shmPort) Recv() []byte {
 			p.prune(peer) // nothing more can be read from a broken ring
 			continue
 		}
-		if f != nil {
-			p.rr = (p.rr + i + 1) % len(list)
-			return f
+		if v == nil {
+			if peer.exited.Load() && !peer.pair.Pending() {
+				p.prune(peer) // read to the end
+			}
+			continue
 		}
+		k := min(n, len(v))
+		head = append(p.frames.get(), v[:k]...)
+		p.viewing = peer
+		p.rr = (p.rr + i + 1) % len(list)
+		return head, v[k:]
 	}
-	return nil
+	return nil, nil
+}
+
+// Done frees the slot RecvInPlace lent out.
+func (p *shmPort) Done() {
+	if p.viewing != nil {
+		p.viewing.pair.Done()
+		p.viewing = nil
+	}
 }
 
 // Park says whether the engine sleeps: peers signal our eventfd only then.

@@ -65,6 +65,44 @@ func TestShmDeliversBothWays(t *testing.T) {
 	}
 }
 
+// RecvInPlace copies a frame's first bytes and lends the rest from the
+// ring until Done; Recv still gives whole frames.
+func TestShmRecvInPlace(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ListenShm(dir, 1, 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ListenShm(dir, 2, 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ip := b.(InPlaceReceiver)
+	body := string(bytes.Repeat([]byte("payload."), 100))
+	for i := 0; i < 2; i++ {
+		if err := a.Send(frameTo(a, wire.NodeMAC(2), body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var head, rest []byte
+	for end := time.Now().Add(5 * time.Second); head == nil && time.Now().Before(end); {
+		head, rest = ip.RecvInPlace(wire.FrameOverhead)
+	}
+	whole := append(append([]byte{}, head...), rest...)
+	if len(head) != wire.FrameOverhead || !bytes.Equal(head[:6], wire.NodeMAC(2)) || !bytes.HasSuffix(whole, []byte(body)) {
+		t.Fatalf("in place: head %d bytes, rest %d", len(head), len(rest))
+	}
+	b.Release(head)
+	ip.Done()
+	f := recvWithin(t, b)
+	if !bytes.Equal(f, whole) {
+		t.Fatalf("the second frame, whole: %d bytes, want %d", len(f), len(whole))
+	}
+	b.Release(f)
+}
+
 // A second claim of a node id is refused, naming the holder.
 func TestShmNodeInUse(t *testing.T) {
 	dir := t.TempDir()

@@ -2,7 +2,6 @@ package shmring
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -114,26 +113,88 @@ func TestWakeOnlyWhenAsleep(t *testing.T) {
 	}
 }
 
-// A torn or hostile index from the peer is named ErrCorrupt, never read past.
+// A torn or hostile slot word or index from the peer is named ErrCorrupt,
+// never read past.
 func TestCorruptIndexes(t *testing.T) {
 	a, b := pair(t, 4, 64)
 	buf := make([]byte, 0, 64)
-	// The producer's tail jumps more than a ring ahead of our head.
-	atomic.StoreUint64(a.Mine.word(offTail), 99)
-	if _, err := b.Get(buf); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("tail a ring ahead: %v, want ErrCorrupt", err)
+	slot := func(i int) *uint64 { return a.Mine.word(HeaderSize + i*a.Mine.slotSize) }
+	// A ticket that is neither this lap's, the last lap's nor "never written".
+	atomic.StoreUint64(slot(0), 99<<32|1)
+	if !b.Pending() {
+		t.Fatal("a corrupt slot word is not reported pending: Get would never say so")
 	}
-	atomic.StoreUint64(a.Mine.word(offTail), 0)
+	if _, err := b.Get(buf); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ticket out of range: %v, want ErrCorrupt", err)
+	}
+	atomic.StoreUint64(slot(0), 0)
 	// A slot claiming more bytes than a slot has.
 	a.Put([]byte{1}, nil)
-	binary.LittleEndian.PutUint32(a.Mine.mem[HeaderSize:], 1<<20)
+	atomic.StoreUint64(slot(0), 1<<32|1<<20)
 	if _, err := b.Get(buf); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("oversized length: %v, want ErrCorrupt", err)
 	}
-	// The consumer's head runs ahead of what we published.
+	// A slot of the second lap cleared to "never written".
+	atomic.StoreUint64(slot(0), 1<<32|1)
+	for i := 0; i < 4; i++ {
+		if f, err := b.Get(buf); f == nil || err != nil {
+			t.Fatalf("get %d: %v %v", i, f, err)
+		}
+		if i < 3 {
+			a.Put([]byte{1}, nil)
+		}
+	}
+	atomic.StoreUint64(slot(0), 0)
+	if _, err := b.Get(buf); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("cleared slot on the second lap: %v, want ErrCorrupt", err)
+	}
+	// The consumer's head runs ahead of what we published (seen when the
+	// ring looks full and the producer looks at it again).
 	atomic.StoreUint64(b.Mine.word(offHead), 7)
+	a.Mine.peerHead = a.Mine.tail - a.Mine.slots
 	if _, err := a.Put([]byte{1}, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("head ahead of tail: %v, want ErrCorrupt", err)
+	}
+}
+
+// The consumer publishes its head only every quarter ring; the producer
+// never overwrites a slot not consumed, finds the ring full only when at
+// most a quarter of it was consumed unannounced, and goes on around the
+// ring many times with the consumer lagging by any amount.
+func TestLazyHeadFillsTheRing(t *testing.T) {
+	a, b := pair(t, 16, 64)
+	buf := make([]byte, 0, 64)
+	sent, got := 0, 0
+	for lag := 0; lag < 40; lag++ {
+		for {
+			_, err := a.Put([]byte{byte(sent)}, []byte{byte(sent >> 8)})
+			if errors.Is(err, ErrFull) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		if sent-got > 16 || sent-got <= 16-4 {
+			t.Fatalf("ring full with %d frames in it, want 13 to 16", sent-got)
+		}
+		for i := 0; i <= lag%17 && got < sent; i++ {
+			f, err := b.Get(buf)
+			if err != nil || len(f) != 2 || f[0] != byte(got) || f[1] != byte(got>>8) {
+				t.Fatalf("frame %d: % x %v", got, f, err)
+			}
+			got++
+		}
+	}
+	for got < sent {
+		if f, err := b.Get(buf); err != nil || len(f) != 2 || f[0] != byte(got) {
+			t.Fatalf("frame %d: % x %v", got, f, err)
+		}
+		got++
+	}
+	if b.Pending() {
+		t.Fatal("pending after every frame was taken")
 	}
 }
 
@@ -158,20 +219,25 @@ func TestMapRefusesUnsafeSegments(t *testing.T) {
 	}
 }
 
-// FuzzGet: whatever the producer's tail and slot contents, Get returns a
-// frame within a slot, nothing, or ErrCorrupt, and never reads out of range.
+// FuzzGet: whatever the producer wrote in its slot words and slots, Get
+// returns a frame within a slot, nothing, or ErrCorrupt, and never reads
+// out of range.
 func FuzzGet(f *testing.F) {
-	f.Add(uint64(1), uint32(5), []byte("hello"))
-	f.Add(uint64(1<<63), uint32(0xffffffff), []byte{})
-	f.Add(uint64(3), uint32(56), bytes.Repeat([]byte{7}, 56))
-	f.Fuzz(func(t *testing.T, tail uint64, n uint32, body []byte) {
+	f.Add(uint64(1)<<32|5, uint64(2)<<32|5, []byte("hello"))
+	f.Add(uint64(1<<63), uint64(0xffffffff), []byte{})
+	f.Add(uint64(1)<<32|56, uint64(0), bytes.Repeat([]byte{7}, 56))
+	f.Add(uint64(1)<<32|56, uint64(0xfffffffd)<<32|3, []byte{})
+	f.Fuzz(func(t *testing.T, w0, w1 uint64, body []byte) {
 		a, b := pair(t, 4, 56)
 		for i := 0; i < 4; i++ {
 			off := HeaderSize + i*a.Mine.slotSize
-			binary.LittleEndian.PutUint32(a.Mine.mem[off:], n)
 			copy(a.Mine.mem[off+lenWord:off+a.Mine.slotSize], body)
+			w := w0
+			if i%2 == 1 {
+				w = w1
+			}
+			atomic.StoreUint64(a.Mine.word(off), w+uint64(i)<<32)
 		}
-		atomic.StoreUint64(a.Mine.word(offTail), tail)
 		buf := make([]byte, 0, b.Theirs.MaxFrame())
 		for i := 0; i < 6; i++ {
 			fr, err := b.Get(buf)
@@ -184,8 +250,12 @@ func FuzzGet(f *testing.F) {
 			if fr == nil {
 				return
 			}
-			if len(fr) > b.Theirs.MaxFrame() || len(fr) != int(n) {
-				t.Fatalf("frame of %d bytes, slot said %d", len(fr), n)
+			want := uint32(w0)
+			if i%2 == 1 {
+				want = uint32(w1)
+			}
+			if len(fr) > b.Theirs.MaxFrame() || len(fr) != int(want) {
+				t.Fatalf("frame of %d bytes, slot said %d", len(fr), want)
 			}
 		}
 	})
@@ -203,5 +273,36 @@ func BenchmarkPutGet(b *testing.B) {
 				q.Get(buf)
 			}
 		})
+	}
+}
+
+// Peek lends the frame where it lies; its slot is not the producer's again
+// until Done, however far the producer gets.
+func TestPeekHoldsTheSlotUntilDone(t *testing.T) {
+	a, b := pair(t, 2, 64)
+	a.Put([]byte{1, 2}, []byte{3})
+	a.Put([]byte{4}, nil)
+	v, err := b.Peek()
+	if err != nil || !bytes.Equal(v, []byte{1, 2, 3}) {
+		t.Fatalf("peek: % x %v", v, err)
+	}
+	if w, _ := b.Peek(); !bytes.Equal(w, v) {
+		t.Fatal("a second peek moved on")
+	}
+	if _, err := a.Put([]byte{9}, nil); !errors.Is(err, ErrFull) {
+		t.Fatalf("put into the lent slot: %v, want ErrFull", err)
+	}
+	b.Done()
+	if _, err := a.Put([]byte{5}, nil); err != nil {
+		t.Fatalf("put after Done: %v", err)
+	}
+	if !bytes.Equal(v, []byte{5, 2, 3}) {
+		t.Fatalf("the reused slot reads % x", v) // what a reader of a view after Done would see
+	}
+	for _, want := range [][]byte{{4}, {5}} {
+		if w, _ := b.Peek(); !bytes.Equal(w, want) {
+			t.Fatalf("peek % x, want % x", w, want)
+		}
+		b.Done()
 	}
 }
