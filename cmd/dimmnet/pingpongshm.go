@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
@@ -11,7 +13,7 @@ import (
 func shmPair(dir string, payload int) procPair {
 	return procPair{
 		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload) },
-		responder: []string{"--shm-responder", dir, "--node", "2"}, where: "the shared-memory link",
+		responder: []string{"--shm-responder", dir, "--node", "2", "--mtu", strconv.Itoa(payload)}, where: "the shared-memory link",
 		path: "process", link: "shm", title: "two processes, each with its device, on the shared-memory link",
 	}
 }

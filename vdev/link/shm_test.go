@@ -203,15 +203,17 @@ func TestShmTornIndexTakesPeerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Release(recvWithin(t, b))
-	// Scribble on node 1's ring to node 2 the way a broken peer would: its
-	// tail jumps far past anything it published.
+	// Scribble on node 1's ring to node 2 the way a broken peer would: the
+	// next slot's word (stored last by a producer: ticket and length)
+	// claims this lap's ticket and a length far beyond the slot.
 	seg := (*a.(*shmPort).peers.Load())[2].pair.Mine
-	mem, err := unix.Mmap(seg.FD(), 0, shmring.HeaderSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	slot := seg.MaxFrame() + 8
+	mem, err := unix.Mmap(seg.FD(), 0, shmring.HeaderSize+2*slot, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mem)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[64])), 1<<40)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[shmring.HeaderSize+slot])), 2<<32|1<<30)
 	if f := b.Recv(); f != nil {
 		t.Fatalf("a frame came out of a torn ring: %q", f)
 	}
