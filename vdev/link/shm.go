@@ -671,6 +671,11 @@ func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
 			p.logf("ring from node %d: %v", peer.node, err)
 			p.dropped.Add(1)
 			p.down(peer)
+			// A broken ring from a connection that lost a dialling race
+			// says the same of its process: take the one we send on down too.
+			if w := (*p.peers.Load())[peer.node]; w != nil && w != peer && w.pid == peer.pid {
+				p.down(w)
+			}
 			p.prune(peer) // nothing more can be read from a broken ring
 			continue
 		}
