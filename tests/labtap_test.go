@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/vishvananda/netlink"
+)
+
+// --link tap: a daemon per guest, each device's TAP on a bridge in a
+// network namespace the lab makes; every payload verified, the frames
+// captured (--pcap), and nothing left behind: no process, namespace,
+// bridge, TAP, socket or /dev/shm file. Root only.
+func TestLabLinkTAP(t *testing.T) {
+	if os.Getenv("DIMMNET_VM_TESTS") != "1" {
+		t.Skip("VM test: set DIMMNET_VM_TESTS=1")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("--link tap makes a network namespace, a bridge and TAPs: run as root")
+	}
+	nsBefore, _ := filepath.Glob("/run/netns/dimmnet-lab-*")
+	dir := t.TempDir()
+	pcap := filepath.Join(t.TempDir(), "lab.pcap")
+	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--json", "--link", "tap", "--pcap", pcap, "--max", "8", "--iters", "10", "--rawiters", "50")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("lab: %v\n%s", err, stderr.String())
+	}
+	var recs []pingpong.Result
+	if err := json.Unmarshal(out, &recs); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	conds := map[string]bool{}
+	devs := 0
+	for _, r := range recs {
+		switch {
+		case r.Mode == "raw":
+			conds[r.Condition] = r.RTTHalfP50Us > 0
+		case r.Link != "tap" || r.Attach != "vfio" || r.Iters != 10:
+			t.Fatalf("record %+v", r)
+		default:
+			devs++
+		}
+	}
+	if !conds["word"] || !conds["irq"] || devs != 4 {
+		t.Fatalf("raw baselines %v and %d device records, want word, irq and 4\n%s", conds, devs, out)
+	}
+	if !strings.Contains(stderr.String(), "verified byte for byte: 48 by guest 0, 48 by guest 1") {
+		t.Fatalf("verified counts\n%s", stderr.String())
+	}
+
+	// The capture holds the pair's traffic in both directions.
+	f, err := os.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[[2]uint16]int{}
+	p := wire.NewParser()
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		if h, _, err := p.Parse(frame); err == nil && h.Type == wire.TypePush {
+			dirs[[2]uint16{h.SrcNode, h.DstNode}]++
+		}
+	}
+	if dirs[[2]uint16{0, 1}] == 0 || dirs[[2]uint16{1, 0}] == 0 {
+		t.Fatalf("PUSH frames captured per direction %v, want both", dirs)
+	}
+
+	// Nothing left behind.
+	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
+		t.Fatalf("processes left: %s", o)
+	}
+	// The daemons' regions, as their ready lines named them, and the raw one.
+	regions := regexp.MustCompile(`region (\S+)`).FindAllStringSubmatch(stderr.String(), -1)
+	if len(regions) != 2 {
+		t.Fatalf("%d daemon regions named, want 2\n%s", len(regions), stderr.String())
+	}
+	for _, m := range regions {
+		if _, err := os.Stat(m[1]); err == nil {
+			t.Fatalf("region %s left behind", m[1])
+		}
+	}
+	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
+		t.Fatalf("raw regions left: %v", left)
+	}
+	if nsAfter, _ := filepath.Glob("/run/netns/dimmnet-lab-*"); len(nsAfter) > len(nsBefore) {
+		t.Fatalf("network namespaces left: %v", nsAfter)
+	}
+	for _, n := range []string{"dnlabbr", "dimmnet0", "dimmnet1"} {
+		if _, err := netlink.LinkByName(n); err == nil {
+			t.Fatalf("interface %s left in the host's namespace", n)
+		}
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "sock", "*", "*.sock")); len(socks) > 0 {
+		t.Fatalf("sockets left: %v", socks)
+	}
+}
