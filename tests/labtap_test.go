@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/google/gopacket/pcapgo"
-	"github.com/vishvananda/netlink"
 )
 
 // --link tap: a daemon per guest, each device's TAP on a bridge in a
@@ -26,7 +26,6 @@ func TestLabLinkTAP(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("--link tap makes a network namespace, a bridge and TAPs: run as root")
 	}
-	nsBefore, _ := filepath.Glob("/run/netns/dimmnet-lab-*")
 	dir := t.TempDir()
 	pcap := filepath.Join(t.TempDir(), "lab.pcap")
 	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--json", "--link", "tap", "--pcap", pcap, "--max", "8", "--iters", "10", "--rawiters", "50")
@@ -98,16 +97,19 @@ func TestLabLinkTAP(t *testing.T) {
 			t.Fatalf("region %s left behind", m[1])
 		}
 	}
-	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
-		t.Fatalf("raw regions left: %v", left)
+	// The lab's own raw region and namespace, by its pid: other labs may
+	// run on this machine meanwhile.
+	lab := cmd.Process.Pid
+	if _, err := os.Stat(fmt.Sprintf("/dev/shm/dimmnet-lab-%d-raw", lab)); err == nil {
+		t.Fatal("raw region left behind")
 	}
-	if nsAfter, _ := filepath.Glob("/run/netns/dimmnet-lab-*"); len(nsAfter) > len(nsBefore) {
-		t.Fatalf("network namespaces left: %v", nsAfter)
+	ns := fmt.Sprintf("dimmnet-lab-%d", lab)
+	if !strings.Contains(stderr.String(), "network namespace "+ns+": bridge dnlabbr") {
+		t.Fatalf("the lab did not name its namespace %s\n%s", ns, stderr.String())
 	}
-	for _, n := range []string{"dnlabbr", "dimmnet0", "dimmnet1"} {
-		if _, err := netlink.LinkByName(n); err == nil {
-			t.Fatalf("interface %s left in the host's namespace", n)
-		}
+	// The bridge and TAPs lived only in the namespace: they went with it.
+	if _, err := os.Lstat(filepath.Join("/run/netns", ns)); err == nil {
+		t.Fatalf("network namespace %s left behind", ns)
 	}
 	if socks, _ := filepath.Glob(filepath.Join(dir, "sock", "*", "*.sock")); len(socks) > 0 {
 		t.Fatalf("sockets left: %v", socks)
