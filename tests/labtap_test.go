@@ -115,3 +115,43 @@ func TestLabLinkTAP(t *testing.T) {
 		t.Fatalf("sockets left: %v", socks)
 	}
 }
+
+// Without root, --link tap and afpacket are refused before anything is
+// made, naming what needs root and the unprivileged choice. Run as
+// nobody (setpriv) when the tests run as root.
+func TestLabTAPNeedsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run as root: the test drops to nobody with setpriv")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) to drop privileges with")
+	}
+	// A copy nobody can reach: the built binary's directory is private.
+	dir, err := os.MkdirTemp("", "dimmnet-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b, err := os.ReadFile(dimmnet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "dimmnet")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"tap", "afpacket"} {
+		work := filepath.Join(dir, "lab-"+kind)
+		out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "lab", "pingpong", "--link", kind, "--dir", work).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--link "+kind+" needs root") || !strings.Contains(string(out), "--link udp without root") {
+			t.Fatalf("--link %s as nobody: %v: %s", kind, err, out)
+		}
+		if _, err := os.Stat(work); err == nil {
+			t.Fatalf("--link %s as nobody made %s before refusing", kind, work)
+		}
+	}
+}
