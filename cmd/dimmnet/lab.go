@@ -24,6 +24,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/qemu/initramfs"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 	vmqemu "github.com/hugelgupf/vmtest/qemu"
 )
 
@@ -45,7 +46,8 @@ func labCmd(args []string) error {
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	mem := fs.Int("mem", 128, "guest memory in MiB")
 	spin := fs.Bool("spin", false, "guests poll without ever sleeping (faster when cores are plentiful)")
-	linkKind := fs.String("link", "mem", "what joins the two devices: mem (one daemon, its in-memory hub) or udp (a daemon per guest, linked over loopback UDP)")
+	linkKind := fs.String("link", "mem", "what joins the two devices: mem (one daemon, its in-memory hub), udp (a daemon per guest, linked over loopback UDP), tap (a daemon per guest, each device's TAP on a bridge) or afpacket (a daemon per guest, AF_PACKET on the two ends of a veth pair); tap and afpacket need root and run in a network namespace the lab makes and removes")
+	pcapFile := fs.String("pcap", "", "capture every frame between the two devices to this pcap file")
 	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -53,8 +55,14 @@ func labCmd(args []string) error {
 	if *attach != "vfio" && *attach != "sysfs" {
 		return fmt.Errorf("--attach %q: want vfio or sysfs", *attach)
 	}
-	if *linkKind != "mem" && *linkKind != "udp" {
-		return fmt.Errorf("--link %q: want mem or udp", *linkKind)
+	switch *linkKind {
+	case "mem", "udp":
+	case "tap", "afpacket":
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("--link %s needs root: it makes a network namespace, a bridge or veth pair, and TAPs (use --link udp without root)", *linkKind)
+		}
+	default:
+		return fmt.Errorf("--link %q: want mem, udp, tap or afpacket", *linkKind)
 	}
 	qemuBin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -119,6 +127,36 @@ func labCmd(args []string) error {
 			return filepath.Join(sockDir, fmt.Sprintf("d%d", i), fmt.Sprintf("node%d.sock", i))
 		}
 		rawSock = filepath.Join(sockDir, "d0", "raw.sock")
+	case "tap", "afpacket":
+		// Registered before the daemons start, so it runs after they
+		// are stopped: the namespace goes with nothing holding it.
+		nsName, devArgs, removeNS, err := labNetns(*linkKind, progress)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := removeNS(); err != nil {
+				progress("%v", err)
+			}
+		}()
+		for i := range 2 {
+			dir := filepath.Join(sockDir, fmt.Sprintf("d%d", i))
+			daemonArgs = append(daemonArgs, append([]string{"--dir", dir, "--nodes", "1", "--node-base", strconv.Itoa(i), "--link", *linkKind, "--netns", nsName}, devArgs(i)...))
+		}
+		nodeSock = func(i int) string {
+			return filepath.Join(sockDir, fmt.Sprintf("d%d", i), fmt.Sprintf("node%d.sock", i))
+		}
+		rawSock = filepath.Join(sockDir, "d0", "raw.sock")
+	}
+	if *pcapFile != "" {
+		// Daemon 0 sees every frame of the pair: on the in-memory hub it
+		// has both devices, on a real medium it sends and receives them.
+		p, err := filepath.Abs(*pcapFile)
+		if err != nil {
+			return err
+		}
+		daemonArgs[0] = append(daemonArgs[0], "--pcap", p)
+		progress("capturing the frames between the devices to %s (daemon 0 records them)", *pcapFile)
 	}
 	if *attach == "vfio" {
 		// A device-less ivshmem server too: the guests' raw interrupt
@@ -317,8 +355,13 @@ func labCmd(args []string) error {
 	}
 	word, irq, udp := base["word"], base["irq"], base["udp"]
 	title := "two QEMU guests (TCG), each with a dimmnet device of one daemon"
-	if *linkKind == "udp" {
+	switch *linkKind {
+	case "udp":
 		title = "two QEMU guests (TCG), a daemon each, the devices linked over loopback UDP"
+	case "tap":
+		title = "two QEMU guests (TCG), a daemon each, the devices' TAPs on a bridge"
+	case "afpacket":
+		title = "two QEMU guests (TCG), a daemon each, the devices on the ends of a veth pair (AF_PACKET)"
 	}
 	printTable(os.Stdout, title, devs)
 	fmt.Printf("\nraw baseline between the guests (a word through one shared ivshmem-plain region): RTT/2 %.2f µs\n", word.RTTHalfUs)
@@ -388,6 +431,47 @@ func labDaemon(self string, args []string, logPath string, progress func(string,
 	}
 	go io.Copy(io.Discard, dout)
 	return stop, nil
+}
+
+// labNetns makes the medium of --link tap|afpacket in a network namespace
+// of its own, so nothing touches the host's interfaces and one removal
+// takes everything: a bridge the daemons' TAPs join (tap), or a veth pair
+// with an end per daemon (afpacket, jumbo MTU: fewer frames per message).
+// It returns the namespace's name, each daemon's extra serve flags, and
+// the removal (call it once the daemons are gone).
+func labNetns(kind string, progress func(string, ...any)) (string, func(int) []string, func() error, error) {
+	name := fmt.Sprintf("dimmnet-lab-%d", os.Getpid())
+	ns, err := netsetup.NewNamespace(name)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("--link %s: %w", kind, err)
+	}
+	defer ns.Close() // the daemons open it by name
+	remove := func() error {
+		if err := netsetup.DeleteNamespace(name); err != nil {
+			return fmt.Errorf("remove network namespace %s: %w", name, err)
+		}
+		return nil
+	}
+	var devArgs func(int) []string
+	switch kind {
+	case "tap":
+		const bridge = "dnlabbr"
+		err = netsetup.Bridge(ns, bridge)
+		devArgs = func(int) []string { return []string{"--bridge", bridge} }
+		progress("network namespace %s: bridge %s, each daemon's TAP dimmnet<node> joins it", name, bridge)
+	case "afpacket":
+		ends := [2]string{"dnlab0", "dnlab1"}
+		if err = netsetup.VethPair(ns, ends[0], ends[1], nil, nil); err == nil {
+			err = setMTU(ns, 9000, ends[:]...)
+		}
+		devArgs = func(i int) []string { return []string{"--ifname", ends[i]} }
+		progress("network namespace %s: veth pair %s-%s, a daemon on each end", name, ends[0], ends[1])
+	}
+	if err != nil {
+		remove()
+		return "", nil, nil, fmt.Errorf("--link %s: %w", kind, err)
+	}
+	return name, devArgs, remove, nil
 }
 
 // labUDPPeers writes the peers file of --link udp: nodes 0 and 1 on two

@@ -154,9 +154,12 @@ func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
 // daemonPorts opens the daemon's devices' ports on the chosen medium: the
 // in-memory hub (every device in this daemon), UDP to the nodes a peers
 // file lists (daemons on several hosts), AF_PACKET on an interface, or one
-// TAP per device on a bridge (VMs on one host). The cleanup removes TAPs
-// the daemon made.
-func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
+// TAP per device on a bridge (VMs on one host). Interfaces are looked up,
+// made and opened in ns (netns.None(): the daemon's own namespace), so a
+// daemon can serve a network namespace someone else made, as the lab's
+// --link tap|afpacket does, without running in it. The cleanup removes
+// TAPs (and a bridge) the daemon made.
+func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname, bridge, faultSpec string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
 	var fc fault.Config
 	if faultSpec != "" {
 		var err error
@@ -169,9 +172,20 @@ func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec 
 	cleanup := func() error {
 		var errs []error
 		for i := len(made) - 1; i >= 0; i-- { // TAPs before the bridge they joined
-			errs = append(errs, netsetup.Delete(netns.None(), made[i]))
+			errs = append(errs, netsetup.Delete(ns, made[i]))
 		}
 		return errors.Join(errs...)
+	}
+	// inNS opens a port on a thread in ns: the socket or TAP descriptor
+	// stays bound to that namespace's interface afterwards.
+	inNS := func(f func() (link.Port, error)) (link.Port, error) {
+		var p link.Port
+		err := netsetup.Run(ns, func() error {
+			var err error
+			p, err = f()
+			return err
+		})
+		return p, err
 	}
 	switch kind {
 	case "", "mem":
@@ -196,30 +210,46 @@ func daemonPorts(kind string, payload int, peersFile, ifname, bridge, faultSpec 
 			if !ok {
 				return nil, fmt.Errorf("peers file %s has no line for node %d", peersFile, d.Node())
 			}
-			return link.ListenUDP(own, d.MAC(), peers, mtu)
+			return inNS(func() (link.Port, error) { return link.ListenUDP(own, d.MAC(), peers, mtu) })
 		}
 	case "afpacket":
 		if ifname == "" {
 			return nil, nil, errors.New("--link afpacket needs --ifname IF")
 		}
-		open = func(d *vdev.Device) (link.Port, error) { return link.OpenAFPacket(ifname, d.MAC()) }
+		open = func(d *vdev.Device) (link.Port, error) {
+			p, err := inNS(func() (link.Port, error) { return link.OpenAFPacket(ifname, d.MAC()) })
+			if err != nil {
+				return nil, fmt.Errorf("node %d on %s: %w", d.Node(), ifname, err)
+			}
+			return p, nil
+		}
 	case "tap":
 		if bridge == "" {
 			return nil, nil, errors.New("--link tap needs --bridge NAME")
 		}
-		if _, err := netlink.LinkByName(bridge); err != nil { // ours to remove on exit
-			made = append(made, bridge)
+		err := netsetup.Run(ns, func() error {
+			if _, err := netlink.LinkByName(bridge); err != nil { // ours to remove on exit
+				made = append(made, bridge)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
 		}
-		if err := netsetup.Bridge(netns.None(), bridge); err != nil {
+		if err := netsetup.Bridge(ns, bridge); err != nil {
 			return nil, nil, err
 		}
 		open = func(d *vdev.Device) (link.Port, error) {
 			name := fmt.Sprintf("dimmnet%d", d.Node())
-			if err := netsetup.TAP(netns.None(), name, bridge, net.HardwareAddr{0x02, 0x54, 0x41, 0x50, byte(d.Node() >> 8), byte(d.Node())}); err != nil {
+			if err := netsetup.TAP(ns, name, bridge, net.HardwareAddr{0x02, 0x54, 0x41, 0x50, byte(d.Node() >> 8), byte(d.Node())}); err != nil {
 				return nil, err
 			}
 			made = append(made, name)
-			return link.OpenTAP(name, d.MAC())
+			p, err := inNS(func() (link.Port, error) { return link.OpenTAP(name, d.MAC()) })
+			if err != nil {
+				return nil, fmt.Errorf("node %d on %s: %w", d.Node(), name, err)
+			}
+			return p, nil
 		}
 	default:
 		return nil, nil, fmt.Errorf("--link %q: want mem, udp, afpacket or tap", kind)

@@ -14,6 +14,10 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,6 +39,8 @@ func serveCmd(args []string) error {
 	ifname := fs.String("ifname", "", "afpacket: the interface (a veth end, a NIC) the devices send on")
 	bridge := fs.String("bridge", "", "tap: the bridge the devices' TAPs (dimmnet<node>) join; made if missing")
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
+	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
+	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,11 +73,32 @@ func serveCmd(args []string) error {
 	for i := range ids {
 		ids[i] = uint16(*nodeBase + i)
 	}
-	open, undo, err := daemonPorts(*linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec)
+	ns := netns.None()
+	if *nsName != "" {
+		if ns, err = netns.GetFromName(*nsName); err != nil {
+			return fmt.Errorf("--netns %s: %w", *nsName, err)
+		}
+		defer ns.Close()
+	}
+	open, undo, err := daemonPorts(ns, *linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec)
 	if err != nil {
 		return err
 	}
 	defer undo()
+	if *pcapFile != "" {
+		capOpen, closeCapture, err := servePcap(*pcapFile, *linkKind, *payload, open)
+		if err != nil {
+			return err
+		}
+		// Deferred before the ports close (defers run last first), so
+		// the capture is flushed only once nothing records into it.
+		defer func() {
+			if err := closeCapture(); err != nil {
+				log.Error("capture", "err", err)
+			}
+		}()
+		open = capOpen
+	}
 	cfg := vdev.Config{
 		RegionSize: *regionMiB << 20,
 		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
@@ -166,6 +193,42 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 	}()
 	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", sock, rawRegionSize>>20, vectors)
 	return s, nil
+}
+
+// servePcap wraps every port open makes so its frames are recorded into
+// one pcap file. On the in-memory link every device is this daemon's, so
+// only sent frames are recorded (each frame once, not again by its
+// receiver); on a real medium the peers are other daemons' devices, so
+// received frames are recorded too. The returned close flushes the file
+// and says how many frames it holds.
+func servePcap(path, kind string, payload int, open func(*vdev.Device) (link.Port, error)) (func(*vdev.Device) (link.Port, error), func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--pcap: %w", err)
+	}
+	cw, err := capture.NewWriter(f, payload+wire.FrameOverhead)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("--pcap %s: %w", path, err)
+	}
+	wrapped := func(d *vdev.Device) (link.Port, error) {
+		p, err := open(d)
+		if err != nil {
+			return nil, err
+		}
+		if kind == "" || kind == "mem" {
+			return cw.WrapSent(p), nil
+		}
+		return cw.Wrap(p), nil
+	}
+	closeCapture := func() error {
+		if err := cw.Close(); err != nil {
+			return fmt.Errorf("--pcap %s: %w", path, err)
+		}
+		fmt.Fprintf(os.Stderr, "serve: %d frames captured to %s\n", cw.Frames(), path)
+		return nil
+	}
+	return wrapped, closeCapture, nil
 }
 
 func regionPath(pattern string, node uint16) string { return fmt.Sprintf(pattern, node) }
