@@ -47,6 +47,10 @@ func (d *Device) peersDown() bool {
 	if !d.gone.any.Load() {
 		return false
 	}
+	// What the peer wrote before it went is visible once its departure
+	// is: read it first (the pass's receive may have looked just before
+	// the notice), so an ACK it sent as it exited completes our command.
+	d.pollRx()
 	for _, n := range d.gone.take() {
 		if p := d.peers[n]; p != nil {
 			d.failPeer(p, uapi.EUnreachable)
