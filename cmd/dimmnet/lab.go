@@ -440,6 +440,13 @@ func labDaemon(self string, args []string, logPath string, progress func(string,
 // It returns the namespace's name, each daemon's extra serve flags, and
 // the removal (call it once the daemons are gone).
 func labNetns(kind string, progress func(string, ...any)) (string, func(int) []string, func() error, error) {
+	// A lab killed with SIGKILL could not remove its namespace: clear
+	// those of labs that are gone before making ours.
+	if gone, err := netsetup.DeleteOrphans("dimmnet-lab-"); err != nil {
+		return "", nil, nil, fmt.Errorf("--link %s: %w", kind, err)
+	} else if len(gone) > 0 {
+		progress("removed the network namespaces of labs that were killed: %s", strings.Join(gone, ", "))
+	}
 	name := fmt.Sprintf("dimmnet-lab-%d", os.Getpid())
 	ns, err := netsetup.NewNamespace(name)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -133,6 +135,40 @@ func DeleteNamespace(name string) error {
 		return wrap(op, err)
 	}
 	return nil
+}
+
+// DeleteOrphans removes the namespaces named prefix+PID whose process is
+// gone (a tool that names its namespace after its pid and was killed
+// before it could remove it) and returns their names. Namespaces of live
+// processes, and names that do not end in a pid, are left alone.
+func DeleteOrphans(prefix string) ([]string, error) {
+	op := "delete orphaned namespaces " + prefix + "*"
+	if err := check(op); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(nsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	var gone []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(rest)
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue // not ours, or its process is alive
+		}
+		if err := DeleteNamespace(e.Name()); err != nil {
+			return gone, err
+		}
+		gone = append(gone, e.Name())
+	}
+	return gone, nil
 }
 
 // handle opens a netlink handle acting in ns.
