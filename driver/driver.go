@@ -215,7 +215,14 @@ func (d *Driver) Kick() error {
 }
 
 // kickIfAsleep wakes a sleeping device after freeing ring or status space.
+// A device this thread can run (run to completion) is run instead: one
+// pass uses the space freed (a held frame is placed) where waking its
+// engine would add a spinning thread for the next 50 µs.
 func (d *Driver) kickIfAsleep() {
+	if d.run != nil {
+		d.run.Poll()
+		return
+	}
 	if d.r.Load64(uapi.RegDevSleep) != 0 {
 		d.Kick()
 	}
