@@ -446,6 +446,12 @@ func (p *shmPort) install(change func(map[uint16]*shmPeer)) {
 // retire drops a peer that was not installed.
 func (p *shmPort) retire(peer *shmPeer) {
 	peer.gone.Store(true)
+	peer.release()
+}
+
+// release closes what the peer's meeting gave us: the connection, both
+// segments and the peer's eventfd. Only once nobody reads or writes them.
+func (peer *shmPeer) release() {
 	peer.conn.Close()
 	peer.pair.Mine.Close()
 	peer.pair.Theirs.Close()
@@ -736,10 +742,7 @@ func (p *shmPort) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, peer := range append(list, p.dead...) {
-		peer.conn.Close()
-		peer.pair.Mine.Close()
-		peer.pair.Theirs.Close()
-		unix.Close(peer.wake)
+		peer.release()
 	}
 	p.dead = nil
 	if p.lockFD >= 0 {
