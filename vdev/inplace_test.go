@@ -40,17 +40,11 @@ func (s *scribbler) Done() {
 // freed; every message arrives intact and in order.
 func TestShmInPlaceHold(t *testing.T) {
 	devs := newDevices(t)
-	dir := t.TempDir()
-	var ports []link.Port
-	for _, d := range devs {
-		p, err := link.ListenShm(dir, d.Node(), 9000)
-		if err != nil {
-			t.Fatal(err)
-		}
+	ports := shmPorts(t, devs, 9000)
+	for _, p := range ports {
 		if _, ok := p.(link.InPlaceReceiver); !ok {
 			t.Fatal("the shared-memory port does not lend payloads in place")
 		}
-		ports = append(ports, p)
 	}
 	ports[1] = &scribbler{Port: ports[1], in: ports[1].(link.InPlaceReceiver), scratch: make([]byte, 0, 9000)}
 	pr := start(t, devs, ports)

@@ -10,21 +10,28 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
-// Two devices on the shared-memory medium (the process boundary is tested
-// in tests/; here both ends share one process and one engine) move 1 MiB
-// intact, ping-pong, and resume after the engine slept.
-func TestE2EShm(t *testing.T) {
-	devs := newDevices(t)
+// shmPorts puts each device on the shared-memory medium of one fresh
+// rendezvous directory (its ports close with their devices).
+func shmPorts(t *testing.T, devs []*vdev.Device, mtu int) []link.Port {
+	t.Helper()
 	dir := t.TempDir()
 	var ports []link.Port
 	for _, d := range devs {
-		p, err := link.ListenShm(dir, d.Node(), 64<<10+wire.FrameOverhead)
+		p, err := link.ListenShm(dir, d.Node(), mtu)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ports = append(ports, p)
 	}
-	p := start(t, devs, ports)
+	return ports
+}
+
+// Two devices on the shared-memory medium (the process boundary is tested
+// in tests/; here both ends share one process and one engine) move 1 MiB
+// intact, ping-pong, and resume after the engine slept.
+func TestE2EShm(t *testing.T) {
+	devs := newDevices(t)
+	p := start(t, devs, shmPorts(t, devs, 64<<10+wire.FrameOverhead))
 	p.push1MiB(t)
 	t.Logf("8-byte round trip over shm: %v", p.roundTrip(t, 2000))
 	p.wakeups(t)
@@ -35,15 +42,7 @@ func TestE2EShm(t *testing.T) {
 // retransmission timeouts (30 of at least 5 ms) would.
 func TestShmPeerLeavesFailsCommandsAtOnce(t *testing.T) {
 	devs := newDevices(t)
-	dir := t.TempDir()
-	var ports []link.Port
-	for _, d := range devs {
-		p, err := link.ListenShm(dir, d.Node(), 9000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, p)
-	}
+	ports := shmPorts(t, devs, 9000)
 	// An engine each, as two processes have: node 2's stops, then its port
 	// closes, as when its process exits.
 	var engines []*vdev.Engine

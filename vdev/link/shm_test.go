@@ -29,20 +29,27 @@ func recvWithin(t *testing.T, p Port) []byte {
 	return nil
 }
 
+// listenPair claims nodes 1 and 2 in a fresh rendezvous directory; both
+// ports close when the test ends (closing twice is harmless).
+func listenPair(t *testing.T, mtu int) (a, b Port) {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
+	if a, err = ListenShm(dir, 1, mtu); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if b, err = ListenShm(dir, 2, mtu); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
 // Two ports of one rendezvous directory exchange frames both ways, whole,
 // the first one meeting the second on its first send.
 func TestShmDeliversBothWays(t *testing.T) {
-	dir := t.TempDir()
-	a, err := ListenShm(dir, 1, 9000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := ListenShm(dir, 2, 9000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := listenPair(t, 9000)
 	for i := 0; i < 300; i++ { // more than a ring's slots: they are reused
 		body := string(bytes.Repeat([]byte{byte('a' + i%26)}, i*29))
 		if err := a.Send(frameTo(a, wire.NodeMAC(2), body)); err != nil {
@@ -68,17 +75,7 @@ func TestShmDeliversBothWays(t *testing.T) {
 // RecvInPlace copies a frame's first bytes and lends the rest from the
 // ring until Done; Recv still gives whole frames.
 func TestShmRecvInPlace(t *testing.T) {
-	dir := t.TempDir()
-	a, err := ListenShm(dir, 1, 9000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := ListenShm(dir, 2, 9000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := listenPair(t, 9000)
 	ip := b.(InPlaceReceiver)
 	body := string(bytes.Repeat([]byte("payload."), 100))
 	for i := 0; i < 2; i++ {
@@ -125,10 +122,7 @@ func TestShmNodeInUse(t *testing.T) {
 
 // A peer that leaves is reported down at once, and sends to it fail.
 func TestShmPeerDown(t *testing.T) {
-	dir := t.TempDir()
-	a, _ := ListenShm(dir, 1, 1514)
-	defer a.Close()
-	b, _ := ListenShm(dir, 2, 1514)
+	a, b := listenPair(t, 1514)
 	downs := make(chan [6]byte, 4)
 	a.(PeerWatcher).SetPeerDown(func(m [6]byte) { downs <- m })
 	if err := a.Send(frameTo(a, wire.NodeMAC(2), "hi")); err != nil {
@@ -151,11 +145,7 @@ func TestShmPeerDown(t *testing.T) {
 // A parked port is woken by its peer's signal; an unparked one is not
 // signalled at all.
 func TestShmWakesParkedPort(t *testing.T) {
-	dir := t.TempDir()
-	a, _ := ListenShm(dir, 1, 1514)
-	defer a.Close()
-	b, _ := ListenShm(dir, 2, 1514)
-	defer b.Close()
+	a, b := listenPair(t, 1514)
 	woke := make(chan struct{}, 8)
 	b.SetNotify(func() { woke <- struct{}{} })
 	a.Send(frameTo(a, wire.NodeMAC(2), "meet")) // meet first
@@ -192,11 +182,7 @@ func chmod(path string, mode uint32) error { return os.Chmod(path, os.FileMode(m
 // past the ring is read, the receiver keeps running, and the device hears
 // the peer is gone.
 func TestShmTornIndexTakesPeerDown(t *testing.T) {
-	dir := t.TempDir()
-	a, _ := ListenShm(dir, 1, 1514)
-	defer a.Close()
-	b, _ := ListenShm(dir, 2, 1514)
-	defer b.Close()
+	a, b := listenPair(t, 1514)
 	downs := make(chan [6]byte, 4)
 	b.(PeerWatcher).SetPeerDown(func(m [6]byte) { downs <- m })
 	if err := a.Send(frameTo(a, wire.NodeMAC(2), "first")); err != nil {
