@@ -17,8 +17,6 @@ import (
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
-	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // Processes on the shared-memory link: each test process and its children
@@ -42,10 +40,9 @@ func TestMain(m *testing.M) {
 // shmDevice is a device on the shared-memory medium with its engine and a
 // driver on it (run to completion), as one process of a job has.
 type shmDevice struct {
-	dev  *vdev.Device
-	eng  *vdev.Engine
-	drv  *driver.Driver
-	mail []shmMail // messages that arrived while we waited for a completion
+	local *vdev.Local // nil when drv is attached to a daemon's device
+	drv   *driver.Driver
+	mail  []shmMail // messages that arrived while we waited for a completion
 }
 
 // shmMail is a message received and copied out of link memory.
@@ -55,35 +52,21 @@ type shmMail struct {
 }
 
 func openShmDevice(dir string, node uint16) (*shmDevice, error) {
-	dev, err := vdev.New(vdev.Config{Node: node})
+	l, err := vdev.NewLocalShm(vdev.Config{}, dir, 0, node)
 	if err != nil {
 		return nil, err
 	}
-	port, err := link.ListenShm(dir, node, vdev.DefaultHubPayload+wire.FrameOverhead)
+	drv, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
 	if err != nil {
-		dev.Close()
+		l.Close()
 		return nil, err
 	}
-	dev.AttachPort(port)
-	eng, err := vdev.NewEngine(dev)
-	if err != nil {
-		dev.Close()
-		return nil, err
-	}
-	eng.Start()
-	drv, err := driver.Open(driver.InProcessDevice(dev))
-	if err != nil {
-		eng.Stop()
-		dev.Close()
-		return nil, err
-	}
-	return &shmDevice{dev: dev, eng: eng, drv: drv}, nil
+	return &shmDevice{local: l, drv: drv}, nil
 }
 
 func (s *shmDevice) Close() {
 	s.drv.Close()
-	s.eng.Stop()
-	s.dev.Close()
+	s.local.Close()
 }
 
 // shmMessage fills buf with message number no: its number, then bytes
