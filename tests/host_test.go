@@ -501,9 +501,11 @@ func TestStatCommand(t *testing.T) {
 	}
 }
 
-// Two daemons (as on two hosts) joined by UDP: their devices ping-pong
-// through real sockets, the peers file naming every node.
-func TestTwoDaemonsOverUDP(t *testing.T) {
+// udpPeersFile writes a peers file giving nodes 0 and 1 a free loopback
+// UDP port each (a comment line included, as users write them) and
+// returns its path.
+func udpPeersFile(t *testing.T) string {
+	t.Helper()
 	var ports [2]string
 	for i := range ports {
 		l, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -514,7 +516,16 @@ func TestTwoDaemonsOverUDP(t *testing.T) {
 		l.Close()
 	}
 	peers := filepath.Join(t.TempDir(), "peers")
-	os.WriteFile(peers, []byte(fmt.Sprintf("# two daemons\nnode 0 %s\nnode 1 %s\n", ports[0], ports[1])), 0o644)
+	if err := os.WriteFile(peers, []byte(fmt.Sprintf("# two daemons\nnode 0 %s\nnode 1 %s\n", ports[0], ports[1])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return peers
+}
+
+// Two daemons (as on two hosts) joined by UDP: their devices ping-pong
+// through real sockets, the peers file naming every node.
+func TestTwoDaemonsOverUDP(t *testing.T) {
+	peers := udpPeersFile(t)
 	a := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "0")
 	b := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "1")
 	out, err := exec.Command(dimmnet(t), "pingpong", "--attach", a.sock(0)+","+filepath.Join(b.dir, "node1.sock"),

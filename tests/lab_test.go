@@ -78,13 +78,7 @@ func TestLabPingPong(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", g, err, b)
 		}
 	}
-	// nothing left behind: no QEMU, no daemon, no raw region
-	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
-		t.Fatalf("processes left: %s", o)
-	}
-	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
-		t.Fatalf("raw regions left: %v", left)
-	}
+	labLeftNothing(t, dir)
 }
 
 // --link udp: a daemon per guest, the two devices linked over loopback
@@ -95,7 +89,18 @@ func TestLabLinkUDP(t *testing.T) {
 		t.Skip("VM test: set DIMMNET_VM_TESTS=1")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--json", "--link", "udp", "--max", "8", "--iters", "10", "--rawiters", "50")
+	labLinkRun(t, dir, "udp", []string{"word", "irq", "udp"})
+	labLeftNothing(t, dir)
+}
+
+// labLinkRun runs the lab's ping-pong over --link link (extra flags
+// after) and checks what every such run must give: four device records
+// on that link, each through VFIO, the raw baselines wantRaw, and every
+// payload verified in both guests. It returns the lab's stderr and pid.
+func labLinkRun(t *testing.T, dir, link string, wantRaw []string, extra ...string) (string, int) {
+	t.Helper()
+	args := append([]string{"lab", "pingpong", "--dir", dir, "--json", "--link", link, "--max", "8", "--iters", "10", "--rawiters", "50"}, extra...)
+	cmd := exec.Command(dimmnet(t), args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -112,18 +117,30 @@ func TestLabLinkUDP(t *testing.T) {
 		switch {
 		case r.Mode == "raw":
 			conds[r.Condition] = r.RTTHalfP50Us > 0
-		case r.Link != "udp" || r.Attach != "vfio" || r.Iters != 10:
+		case r.Link != link || r.Attach != "vfio" || r.Iters != 10:
 			t.Fatalf("record %+v", r)
 		default:
 			devs++
 		}
 	}
-	if !conds["word"] || !conds["irq"] || !conds["udp"] || devs != 4 {
-		t.Fatalf("raw baselines %v and %d device records, want word, irq, udp and 4\n%s", conds, devs, out)
+	for _, c := range wantRaw {
+		if !conds[c] {
+			t.Fatalf("raw baselines %v, want %v\n%s", conds, wantRaw, out)
+		}
+	}
+	if devs != 4 {
+		t.Fatalf("%d device records, want 4\n%s", devs, out)
 	}
 	if !strings.Contains(stderr.String(), "verified byte for byte: 48 by guest 0, 48 by guest 1") {
 		t.Fatalf("verified counts\n%s", stderr.String())
 	}
+	return stderr.String(), cmd.Process.Pid
+}
+
+// labLeftNothing fails if the lab in dir left a QEMU or a daemon running
+// or a raw region behind.
+func labLeftNothing(t *testing.T, dir string) {
+	t.Helper()
 	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
 		t.Fatalf("processes left: %s", o)
 	}
@@ -214,10 +231,5 @@ func TestLabGuestDies(t *testing.T) {
 	if !strings.Contains(stderr.String(), "guest 1") {
 		t.Fatalf("the lab did not name the dead guest\n%s", stderr.String())
 	}
-	if o, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "sock")).Output(); len(o) > 0 {
-		t.Fatalf("processes left: %s", o)
-	}
-	if left, _ := filepath.Glob("/dev/shm/dimmnet-lab-*"); len(left) > 0 {
-		t.Fatalf("raw regions left: %v", left)
-	}
+	labLeftNothing(t, dir)
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/google/gopacket/pcapgo"
 )
@@ -28,35 +26,7 @@ func TestLabLinkTAP(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pcap := filepath.Join(t.TempDir(), "lab.pcap")
-	cmd := exec.Command(dimmnet(t), "lab", "pingpong", "--dir", dir, "--json", "--link", "tap", "--pcap", pcap, "--max", "8", "--iters", "10", "--rawiters", "50")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("lab: %v\n%s", err, stderr.String())
-	}
-	var recs []pingpong.Result
-	if err := json.Unmarshal(out, &recs); err != nil {
-		t.Fatalf("json: %v\n%s", err, out)
-	}
-	conds := map[string]bool{}
-	devs := 0
-	for _, r := range recs {
-		switch {
-		case r.Mode == "raw":
-			conds[r.Condition] = r.RTTHalfP50Us > 0
-		case r.Link != "tap" || r.Attach != "vfio" || r.Iters != 10:
-			t.Fatalf("record %+v", r)
-		default:
-			devs++
-		}
-	}
-	if !conds["word"] || !conds["irq"] || devs != 4 {
-		t.Fatalf("raw baselines %v and %d device records, want word, irq and 4\n%s", conds, devs, out)
-	}
-	if !strings.Contains(stderr.String(), "verified byte for byte: 48 by guest 0, 48 by guest 1") {
-		t.Fatalf("verified counts\n%s", stderr.String())
-	}
+	stderr, lab := labLinkRun(t, dir, "tap", []string{"word", "irq"}, "--pcap", pcap)
 
 	// The capture holds the pair's traffic in both directions.
 	f, err := os.Open(pcap)
@@ -88,9 +58,9 @@ func TestLabLinkTAP(t *testing.T) {
 		t.Fatalf("processes left: %s", o)
 	}
 	// The daemons' regions, as their ready lines named them, and the raw one.
-	regions := regexp.MustCompile(`region (\S+)`).FindAllStringSubmatch(stderr.String(), -1)
+	regions := regexp.MustCompile(`region (\S+)`).FindAllStringSubmatch(stderr, -1)
 	if len(regions) != 2 {
-		t.Fatalf("%d daemon regions named, want 2\n%s", len(regions), stderr.String())
+		t.Fatalf("%d daemon regions named, want 2\n%s", len(regions), stderr)
 	}
 	for _, m := range regions {
 		if _, err := os.Stat(m[1]); err == nil {
@@ -99,13 +69,12 @@ func TestLabLinkTAP(t *testing.T) {
 	}
 	// The lab's own raw region and namespace, by its pid: other labs may
 	// run on this machine meanwhile.
-	lab := cmd.Process.Pid
 	if _, err := os.Stat(fmt.Sprintf("/dev/shm/dimmnet-lab-%d-raw", lab)); err == nil {
 		t.Fatal("raw region left behind")
 	}
 	ns := fmt.Sprintf("dimmnet-lab-%d", lab)
-	if !strings.Contains(stderr.String(), "network namespace "+ns+": bridge dnlabbr") {
-		t.Fatalf("the lab did not name its namespace %s\n%s", ns, stderr.String())
+	if !strings.Contains(stderr, "network namespace "+ns+": bridge dnlabbr") {
+		t.Fatalf("the lab did not name its namespace %s\n%s", ns, stderr)
 	}
 	// The bridge and TAPs lived only in the namespace: they went with it.
 	if _, err := os.Lstat(filepath.Join("/run/netns", ns)); err == nil {

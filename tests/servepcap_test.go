@@ -3,9 +3,7 @@ package tests
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,21 +21,8 @@ import (
 // whole once reassembled, and so are the frames the peer sent back (the
 // daemon records what it receives, not only what it sends).
 func TestServePcapOverUDP(t *testing.T) {
-	var ports [2]string
-	for i := range ports {
-		l, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.LocalAddr().String()
-		l.Close()
-	}
-	tmp := t.TempDir()
-	peers := filepath.Join(tmp, "peers")
-	if err := os.WriteFile(peers, []byte(fmt.Sprintf("node 0 %s\nnode 1 %s\n", ports[0], ports[1])), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pcap := filepath.Join(tmp, "a.pcap")
+	peers := udpPeersFile(t)
+	pcap := filepath.Join(t.TempDir(), "a.pcap")
 	a := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "0", "--mtu", "4096", "--pcap", pcap)
 	b := startDaemon(t, 1, "--link", "udp", "--peers", peers, "--node-base", "1", "--mtu", "4096")
 	da, db := attach(t, a.sock(0)), attach(t, filepath.Join(b.dir, "node1.sock"))
