@@ -115,7 +115,7 @@ func pingpongCmd(args []string) error {
 		printTable(os.Stdout, pp.title, res)
 		pingpong.PrintRaw(os.Stdout, res, raw)
 		if lo.kind == "shm" {
-			printBaseline(os.Stdout, res, wordOf(raw), memcpyOf(raw))
+			printBaseline(os.Stdout, res, rawOf(raw, pingpong.CondWord).RTTHalfP50Us, rawOf(raw, pingpong.CondMemcpy).MBps)
 		}
 		if *verify {
 			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", verifiedIn(res), respVerified)

@@ -34,23 +34,14 @@ func shmDevice(dir string, node uint16, payload int) (*driver.Driver, func(), er
 	return d, func() { d.Close(); l.Close() }, nil
 }
 
-// wordOf is the two-process word ping-pong's median RTT/2 among the raw
-// baselines (0 if absent): the floor the shared-memory link is judged by.
-func wordOf(raw []pingpong.Result) float64 {
+// rawOf is the raw baseline of condition cond in raw (zero if absent):
+// the word ping-pong's median RTT/2 and memcpy's MB/s are what the
+// shared-memory link is judged by.
+func rawOf(raw []pingpong.Result, cond string) pingpong.Result {
 	for _, r := range raw {
-		if r.Mode == pingpong.ModeRaw && r.Condition == pingpong.CondWord {
-			return r.RTTHalfP50Us
+		if r.Mode == pingpong.ModeRaw && r.Condition == cond {
+			return r
 		}
 	}
-	return 0
-}
-
-// memcpyOf is the memcpy bandwidth among the raw baselines (MB/s).
-func memcpyOf(raw []pingpong.Result) float64 {
-	for _, r := range raw {
-		if r.Mode == pingpong.ModeRaw && r.Condition == pingpong.CondMemcpy {
-			return r.MBps
-		}
-	}
-	return 0
+	return pingpong.Result{}
 }
