@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -49,7 +50,11 @@ type Config struct {
 	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
 	MaxTimeouts   int    // consecutive retransmission timeouts before a peer is unreachable; default 30
 	MaxInflight   int    // commands taken and not completed before the device takes no more; default 256
-	KeepRegion    bool   // leave the /dev/shm file behind on Close
+	// HoldLimit is how long a peer may hold our packets (its ring or
+	// status ring full) before the commands fail HOLD_LIMIT; default
+	// DefaultHoldLimit, negative: no limit.
+	HoldLimit  time.Duration
+	KeepRegion bool // leave the /dev/shm file behind on Close
 }
 
 func (c *Config) defaults() {
@@ -68,7 +73,15 @@ func (c *Config) defaults() {
 	def(&c.Vectors, 1)
 	def(&c.MaxTimeouts, 30)
 	def(&c.MaxInflight, 256)
+	if c.HoldLimit == 0 {
+		c.HoldLimit = DefaultHoldLimit
+	}
 }
+
+// DefaultHoldLimit is generous: a receiver whose driver is merely slow
+// drains its ring well within it, and one that stopped for a minute has
+// stopped.
+const DefaultHoldLimit = time.Minute
 
 // ErrConfig reports a configuration the device cannot be built with.
 var ErrConfig = errors.New("bad device config")
@@ -96,6 +109,10 @@ type Device struct {
 	parker  link.Parker       // the port's peers signal it only while the engine sleeps
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
+	peerSet                     link.PeerSet      // the port vouches for its senders; nil: strangers are bounded here
+	screener                    link.Screener     // the port refuses senders itself and counts them
+	screened                    link.ScreenCounts // the device's own refusals of senders, added to the port's
+	strangers                   int               // peers made for senders no PeerSet vouched for
 	crc                         bool
 	maxPayload                  uint32
 	parser                      *wire.Parser
@@ -192,7 +209,7 @@ func New(cfg Config) (*Device, error) {
 		amtat:  make([]uint32, cfg.AMTATEntries),
 		peers:  map[uint16]*peer{},
 		rings:  make([]ringState, cfg.AMTEntries),
-		tcfg:   transport.Config{Window: cfg.Window, MaxTimeouts: cfg.MaxTimeouts},
+		tcfg:   transport.Config{Window: cfg.Window, MaxTimeouts: cfg.MaxTimeouts, HoldLimit: max(0, cfg.HoldLimit.Nanoseconds())},
 	}
 	for i := 0; i < cfg.Vectors && err == nil; i++ {
 		var e *eventfd.FD
@@ -252,6 +269,8 @@ func (d *Device) AttachPort(p link.Port) {
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
+	d.peerSet, _ = p.(link.PeerSet)
+	d.screener, _ = p.(link.Screener)
 	if c, ok := p.(interface{ Dropped() uint64 }); ok {
 		d.linkRxDropped = c.Dropped
 	}
@@ -280,6 +299,26 @@ func (d *Device) mirrorLink() {
 	}
 	if d.linkTxErrors != nil {
 		d.r.Store64(uapi.CtrLinkTxErrors.Off(), d.linkTxErrors())
+	}
+	d.mirrorScreen()
+}
+
+// mirrorScreen stores the refusals of senders, the port's and the
+// device's own, into their counters.
+func (d *Device) mirrorScreen() {
+	c := d.screened
+	if d.screener != nil {
+		c = c.Add(d.screener.Screened())
+	}
+	for _, w := range []struct {
+		ctr uapi.Counter
+		v   uint64
+	}{
+		{uapi.CtrRxUnknownPeer, c.UnknownPeer}, {uapi.CtrRxSpoofed, c.Spoofed},
+		{uapi.CtrAuthFail, c.AuthFail}, {uapi.CtrAuthReplay, c.AuthReplay},
+		{uapi.CtrAuthSessions, c.AuthSessions},
+	} {
+		d.r.Store64(w.ctr.Off(), w.v)
 	}
 }
 

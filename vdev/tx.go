@@ -575,7 +575,13 @@ func (d *Device) serveResponses() bool {
 				if err := d.transmit(p, &e, seq, false); err != nil {
 					if errors.Is(err, link.ErrFull) {
 						d.blocked(p)
+						return busy
 					}
+					// No route to the requester: its responses can never
+					// leave, and retrying them every pass would keep an
+					// idle engine busy for good.
+					d.count(uapi.CtrOwedDropped, uint64(len(p.resp)))
+					d.failPeer(p, sendErrno(err))
 					return busy
 				}
 				p.tx.Sent(d.now())

@@ -214,7 +214,7 @@ func mdNack() string {
 	b.WriteString("| code | name | meaning |\n|-----:|------|---------|\n")
 	unnamed := func() { // the refusal codes uapi does not define yet
 		if first := uint16(uapi.NumErrnos); first <= wire.NackRefusalMax {
-			fmt.Fprintf(&b, "| %d..%d | REFUSED(n) | refusal with an error this version does not name |\n", first, wire.NackRefusalMax)
+			fmt.Fprintf(&b, "| %d..%d | REFUSED(n) | not named by this version: a protocol error, counted RX_BAD_NACK and ignored (no command fails with it) |\n", first, wire.NackRefusalMax)
 		}
 	}
 	for _, c := range nackCodes() {
@@ -227,7 +227,7 @@ func mdNack() string {
 	if unnamed != nil {
 		unnamed()
 	}
-	b.WriteString("\nOther codes are undefined; the dissector shows them unnamed.\n")
+	b.WriteString("\nOther codes are undefined and, like unnamed refusals, counted RX_BAD_NACK and ignored; the dissector shows them unnamed.\n")
 	return b.String()
 }
 
