@@ -36,6 +36,7 @@ func pingpongCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
+	keyFile := fs.String("key", "", "authenticate every frame with this pre-shared key file (at least 16 bytes, mode 0600): the in-process pair also measures the same sizes without a key first and prints what the key costs (records carry keyed, unkeyed and key_ratio); with --link shm both processes use it")
 	quiet := fs.Bool("q", false, "no progress line")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
@@ -61,14 +62,16 @@ func pingpongCmd(args []string) error {
 		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
 	}
 	pl := newPlan(*maxSize, *iters, *runTime)
-	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile}
+	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
 	switch {
 	case *responder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, pl)
 	case *shmResponder != "":
-		return respondProcess(func() (*driver.Driver, func(), error) { return shmDevice(*shmResponder, uint16(*node), *payload) }, *peer, *maxSize, *verify, pl)
+		return respondProcess(func() (*driver.Driver, func(), error) {
+			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile)
+		}, *peer, *maxSize, *verify, pl)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
@@ -86,7 +89,7 @@ func pingpongCmd(args []string) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			pp = shmPair(dir, *payload)
+			pp = shmPair(dir, *payload, *keyFile)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
 		if err != nil {
@@ -143,7 +146,17 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
-	var lossless []pingpong.Result
+	var lossless, unkeyed []pingpong.Result
+	if lo.key != "" {
+		// What authentication costs needs the same sizes without a key,
+		// on the same medium, in this run.
+		plain := lo
+		plain.key, plain.pcap = "", ""
+		var err error
+		if unkeyed, err = runInProcess(plain, *maxSize, *verify, pl, func(s string) { progress("unkeyed baseline: " + s) }); err != nil {
+			return fmt.Errorf("unkeyed baseline: %w", err)
+		}
+	}
 	if lo.fault != "" {
 		// What the faults cost needs the same sizes without them, on the
 		// same medium, in this run.
@@ -166,6 +179,14 @@ func pingpongCmd(args []string) error {
 			return err
 		}
 	}
+	if lo.key != "" {
+		for i := range res {
+			res[i].Keyed = true
+		}
+		if err := pingpong.AddKeyBaseline(res, unkeyed); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		progress("")
 		return writeJSON(os.Stdout, res)
@@ -180,7 +201,16 @@ func pingpongCmd(args []string) error {
 		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
 		pingpong.PrintLossRatio(os.Stdout, res)
 	} else {
-		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+		title := "embedded two-node in-process devices, link " + lo.kind
+		if lo.key != "" {
+			printTable(os.Stdout, title+", no key (the baseline)", unkeyed)
+			fmt.Println()
+			title += ", every frame authenticated (--key)"
+		}
+		printTable(os.Stdout, title, res)
+	}
+	if lo.key != "" {
+		pingpong.PrintKeyRatio(os.Stdout, res)
 	}
 	printBaseline(os.Stdout, res, raw, cp)
 	var rec pingpong.Recovery

@@ -41,6 +41,7 @@ func serveCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
 	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
+	keyFile := fs.String("key", "", "authenticate every frame between devices with this pre-shared key file (at least 16 bytes, mode 0600; the same file on every daemon): per-session keys, replay protection (docs/wire.md, Authenticated links)")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,7 +81,7 @@ func serveCmd(args []string) error {
 		}
 		defer ns.Close()
 	}
-	open, undo, err := daemonPorts(ns, *linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec)
+	open, undo, err := daemonPorts(ns, *linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec, *keyFile)
 	if err != nil {
 		return err
 	}

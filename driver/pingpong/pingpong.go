@@ -63,6 +63,12 @@ type Result struct {
 	// made on another day. Both are absent for a record without faults.
 	Lossless *Lossless `json:"lossless,omitempty"`
 	Ratio    *Ratio    `json:"ratio,omitempty"`
+	// Keyed says every frame was authenticated (--key); Unkeyed and
+	// KeyRatio set such a record beside the same measurement without a
+	// key, same medium, same run (AddKeyBaseline).
+	Keyed    bool      `json:"keyed,omitempty"`
+	Unkeyed  *Lossless `json:"unkeyed,omitempty"`
+	KeyRatio *Ratio    `json:"key_ratio,omitempty"`
 }
 
 // Recovery is what the devices did to make a lossy link reliable during one

@@ -22,6 +22,7 @@ local dimmnet = Proto("dimmnet", "dimmnet RDMA")
 local HEADER_LEN = 64
 local VERSION = 1
 local ETHERTYPE = 0x88B5
+local AUTH_TRAILER_LEN = 24
 
 -- Packet types (wire.TypeDocs): names by value, values by name.
 local types = {
@@ -174,6 +175,8 @@ field("nack_code", ProtoField.uint16("dimmnet.nack_code", "NACK code", base.DEC,
 field("sack.seq", ProtoField.uint32("dimmnet.sack.seq", "Selectively acked", base.DEC, nil, nil, "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)"))
 field("checksum.status", ProtoField.uint8("dimmnet.checksum.status", "Checksum status", base.DEC, { [0] = "Bad", [1] = "Good", [2] = "Unverified" }, nil, "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)"))
 field("payload", ProtoField.bytes("dimmnet.payload", "Payload", base.NONE, "the PayloadLen payload bytes"))
+field("auth.counter", ProtoField.uint64("dimmnet.auth.counter", "Frame counter", base.DEC, nil, nil, "with flag Auth: the trailer's frame counter, the nonce of the tag under the session's key; a receiver takes each counter once"))
+field("auth.tag", ProtoField.bytes("dimmnet.auth.tag", "Authentication tag", base.NONE, "with flag Auth: AES-GMAC (HELLO: HMAC-SHA256, first 16 bytes) over the frame and the counter; the dissector cannot check it without the key"))
 -- END GENERATED tables
 
 dimmnet.fields = pflist
@@ -345,6 +348,12 @@ function dimmnet.dissector(tvb, pinfo, tree)
     if shown > 0 then
         t:add(pf.payload, tvb(HEADER_LEN, shown))
     end
+    local consumed = HEADER_LEN + shown
+    if has("Auth") and shown == plen and caplen >= HEADER_LEN + plen + AUTH_TRAILER_LEN then
+        t:add_le(pf["auth.counter"], tvb(HEADER_LEN + plen, 8))
+        t:add(pf["auth.tag"], tvb(HEADER_LEN + plen + 8, AUTH_TRAILER_LEN - 8))
+        consumed = consumed + AUTH_TRAILER_LEN
+    end
 
     local s = string.format("%s %d>%d seq=%d", types[v.type] or string.format("Type(%d)", v.type),
         v.src_node, v.dst_node, v.seq)
@@ -354,7 +363,7 @@ function dimmnet.dissector(tvb, pinfo, tree)
     if v.flags ~= 0 then s = s .. " [" .. fstr .. "]" end
     if status == 0 then s = s .. " [BAD CRC]" end
     pinfo.cols.info = s
-    return HEADER_LEN + shown
+    return consumed
 end
 
 DissectorTable.get("ethertype"):add(ETHERTYPE, dimmnet)
