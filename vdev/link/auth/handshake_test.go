@@ -35,7 +35,7 @@ type station struct {
 	rx  [][]byte
 }
 
-func attach(t *testing.T, hub *link.Hub, node uint16, key Key) *station {
+func attach(t testing.TB, hub *link.Hub, node uint16, key Key) *station {
 	t.Helper()
 	p, err := hub.Attach(wire.NodeMAC(node))
 	if err != nil {
@@ -75,7 +75,7 @@ func frame(s *station, src, dst uint16, seq uint32, p []byte) []byte {
 
 // sendUntil sends a frame, running the handshake while the port says the
 // link is full (no session yet).
-func sendUntil(t *testing.T, from *station, mk func() []byte, all ...*station) {
+func sendUntil(t testing.TB, from *station, mk func() []byte, all ...*station) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
