@@ -130,12 +130,13 @@ const (
 	FeatAMTAT     = 1 << 1 // AMT Address Table (sender id -> AMT entry)
 	FeatDirectAMT = 1 << 2 // IPUSH naming the AMT entry (no table)
 	FeatPULL      = 1 << 3
-	FeatPktStatus = 1 << 4 // per-packet receive status
-	FeatDevHead   = 1 << 5 // device-advanced AMT head (READ_DONE)
-	FeatHold      = 1 << 6 // ring-full hold mode
-	FeatNACK      = 1 << 7 // ring-full NACK mode
-	FeatTrace     = 1 << 8 // stage timestamps (RegTraceCtrl)
-	FeatReliable  = 1 << 9 // per-peer sequence numbers and ACKs
+	FeatPktStatus = 1 << 4  // per-packet receive status
+	FeatDevHead   = 1 << 5  // device-advanced AMT head (READ_DONE)
+	FeatHold      = 1 << 6  // ring-full hold mode
+	FeatNACK      = 1 << 7  // ring-full NACK mode
+	FeatTrace     = 1 << 8  // stage timestamps (RegTraceCtrl)
+	FeatReliable  = 1 << 9  // per-peer sequence numbers and ACKs
+	FeatCheck     = 1 << 10 // a checked device: violations are counted and logged at VIOL_LOG
 )
 
 // Ring-full modes in RegRingFullMode (per device).

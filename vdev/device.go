@@ -50,6 +50,10 @@ type Config struct {
 	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
 	MaxTimeouts   int    // consecutive retransmission timeouts before a peer is unreachable; default 30
 	MaxInflight   int    // commands taken and not completed before the device takes no more; default 256
+	// Check makes a checked device: it validates the driver's side of
+	// the datasheet and reports violations (VIOLATIONS, the violation
+	// log), otherwise behaving exactly as an unchecked one.
+	Check bool
 	// HoldLimit is how long a peer may hold our packets (its ring or
 	// status ring full) before the commands fail HOLD_LIMIT; default
 	// DefaultHoldLimit, negative: no limit.
@@ -113,6 +117,7 @@ type Device struct {
 	screener                    link.Screener     // the port refuses senders itself and counts them
 	screened                    link.ScreenCounts // the device's own refusals of senders, added to the port's
 	strangers                   int               // peers made for senders no PeerSet vouched for
+	chk                         *checker          // Config.Check; nil: unchecked
 	crc                         bool
 	maxPayload                  uint32
 	parser                      *wire.Parser
@@ -233,8 +238,7 @@ func New(cfg Config) (*Device, error) {
 		v   uint64
 	}{
 		{uapi.RegABIVersion, uapi.ABIVersion},
-		{uapi.RegFeatures, uapi.FeatIPUSH | uapi.FeatAMTAT | uapi.FeatDirectAMT | uapi.FeatPULL | uapi.FeatPktStatus |
-			uapi.FeatDevHead | uapi.FeatHold | uapi.FeatNACK | uapi.FeatTrace | uapi.FeatReliable},
+		{uapi.RegFeatures, features(cfg)},
 		{uapi.RegNodeID, uint64(cfg.Node)},
 		{uapi.RegRegionSize, g.RegionSize},
 		{uapi.RegCmdqOff, g.CmdqOff}, {uapi.RegCmdqEntries, g.CmdqEntries},
@@ -255,8 +259,22 @@ func New(cfg Config) (*Device, error) {
 	} {
 		r.Store64(w.off, w.v)
 	}
+	if cfg.Check {
+		d.chk = newChecker(d)
+		d.chk.snap()
+	}
 	r.Store64(uapi.RegMagic, uapi.Magic) // last: a driver that sees the magic sees a whole page
 	return d, nil
+}
+
+// features are the FEATURES bits of a device made with cfg.
+func features(cfg Config) uint64 {
+	f := uint64(uapi.FeatIPUSH | uapi.FeatAMTAT | uapi.FeatDirectAMT | uapi.FeatPULL | uapi.FeatPktStatus |
+		uapi.FeatDevHead | uapi.FeatHold | uapi.FeatNACK | uapi.FeatTrace | uapi.FeatReliable)
+	if cfg.Check {
+		f |= uapi.FeatCheck
+	}
+	return f
 }
 
 func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
@@ -290,6 +308,9 @@ func (d *Device) AttachPort(p link.Port) {
 	d.maxPayload = mp
 	d.r.Store64(uapi.RegMTU, uint64(mp))
 	d.r.Store64(uapi.RegState, uapi.StateRunning)
+	if d.chk != nil {
+		d.chk.snap() // before the engine runs: the device's own stores
+	}
 }
 
 // mirrorLink copies the port's own counters into the register page.

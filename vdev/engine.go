@@ -84,6 +84,10 @@ func (e *Engine) Stop() {
 
 // step runs one pass of a device's engines; it reports work done.
 func (d *Device) step(now *int64) bool {
+	if d.chk != nil {
+		d.chk.pass()
+		defer d.chk.snap()
+	}
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	d.pass++
 	busy := d.pollRx()
@@ -214,6 +218,7 @@ func (e *Engine) run() {
 			if d.parker != nil {
 				d.parker.Park(true) // peers in other processes signal us from now on
 			}
+			d.checkSleep(false)
 		}
 		timeout := time.Duration(idleNs)
 		work := false
@@ -246,6 +251,9 @@ func (e *Engine) run() {
 				lastAlive = t
 				e.heartbeat(t)
 				timedOut = true
+				for _, d := range e.devs {
+					d.checkSleep(true)
+				}
 			}
 			timer.Stop()
 		}
@@ -276,6 +284,21 @@ func (e *Engine) kick() {
 	case e.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// checkSleep tells a checked device's checker that the engine falls
+// asleep on it, or (timedOut) that the sleep ended by its timer, unless a
+// driver runs the device: then no doorbell is owed.
+func (d *Device) checkSleep(timedOut bool) {
+	if d.chk == nil || d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+		return
+	}
+	if timedOut {
+		d.chk.timerWake = true
+	} else {
+		d.chk.sleeping()
+	}
+	d.running.Store(false)
 }
 
 // portReady peeks whether a frame waits, without taking it.

@@ -24,6 +24,7 @@ type linkOpts struct {
 	fault   string // fault injection spec, "" for none
 	pcap    string // capture file, "" for none
 	key     string // pre-shared key file: authenticated links; "" for none
+	check   bool   // checked devices (vdev.Config.Check)
 }
 
 // keyFor loads the pre-shared key of --key, or nil without one.

@@ -36,6 +36,7 @@ func pingpongCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
+	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (docs/sandbox.md); records carry violations, which the run prints; with --link shm both processes check")
 	keyFile := fs.String("key", "", "authenticate every frame with this pre-shared key file (at least 16 bytes, mode 0600): the in-process pair also measures the same sizes without a key first and prints what the key costs (records carry keyed, unkeyed and key_ratio); with --link shm both processes use it")
 	quiet := fs.Bool("q", false, "no progress line")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
@@ -62,7 +63,7 @@ func pingpongCmd(args []string) error {
 		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
 	}
 	pl := newPlan(*maxSize, *iters, *runTime)
-	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile}
+	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
 	switch {
@@ -70,7 +71,7 @@ func pingpongCmd(args []string) error {
 		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, pl)
 	case *shmResponder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) {
-			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile)
+			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
 		}, *peer, *maxSize, *verify, pl)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
@@ -89,7 +90,7 @@ func pingpongCmd(args []string) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			pp = shmPair(dir, *payload, *keyFile)
+			pp = shmPair(dir, *payload, *keyFile, *check)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
 		if err != nil {
@@ -219,6 +220,11 @@ func pingpongCmd(args []string) error {
 		rec.Timeouts += r.Timeouts
 		rec.Duplicates += r.Duplicates
 		rec.CRCFail += r.CRCFail
+		rec.Violations += r.Violations
+	}
+	if lo.check {
+		fmt.Printf("checked devices: %d violations of the datasheet by the drivers\n", rec.Violations)
+		rec.Violations = 0
 	}
 	if rec != (pingpong.Recovery{}) || lo.fault != "" {
 		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
@@ -307,7 +313,7 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 	if err != nil {
 		return sides, nil, err
 	}
-	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, open)
+	l, err := vdev.NewLocalPorts(vdev.Config{Check: lo.check}, []uint16{1, 2}, open)
 	if err != nil {
 		undo()
 		return sides, nil, err

@@ -12,11 +12,14 @@ import (
 
 // shmPair runs two processes on the shared-memory link of dir: this one as
 // node 1, a child as node 2, each embedding its device.
-func shmPair(dir string, payload int, keyFile string) procPair {
+func shmPair(dir string, payload int, keyFile string, check bool) procPair {
 	pp := procPair{
-		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload, keyFile) },
+		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload, keyFile, check) },
 		responder: []string{"--shm-responder", dir, "--node", "2", "--mtu", strconv.Itoa(payload)}, where: "the shared-memory link",
 		path: "process", link: "shm", title: "two processes, each with its device, on the shared-memory link",
+	}
+	if check {
+		pp.responder = append(pp.responder, "--check")
 	}
 	if keyFile != "" {
 		pp.responder = append(pp.responder, "--key", keyFile)
@@ -28,7 +31,7 @@ func shmPair(dir string, payload int, keyFile string) procPair {
 // shmDevice embeds this process's device as node on dir's shared-memory
 // link and opens a driver on it (run to completion: the driver's thread
 // runs the device while it waits).
-func shmDevice(dir string, node uint16, payload int, keyFile string) (*driver.Driver, func(), error) {
+func shmDevice(dir string, node uint16, payload int, keyFile string, check bool) (*driver.Driver, func(), error) {
 	key, err := keyFor(keyFile)
 	if err != nil {
 		return nil, nil, err
@@ -36,7 +39,7 @@ func shmDevice(dir string, node uint16, payload int, keyFile string) (*driver.Dr
 	if payload == 0 {
 		payload = vdev.DefaultHubPayload
 	}
-	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{node}, func(d *vdev.Device) (link.Port, error) {
+	l, err := vdev.NewLocalPorts(vdev.Config{Check: check}, []uint16{node}, func(d *vdev.Device) (link.Port, error) {
 		p, err := link.ListenShm(dir, d.Node(), payload+wire.FrameOverhead)
 		if err != nil {
 			return nil, err

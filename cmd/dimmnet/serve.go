@@ -41,6 +41,7 @@ func serveCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
 	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
+	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (`dimmnet stat` lists them; docs/sandbox.md)")
 	keyFile := fs.String("key", "", "authenticate every frame between devices with this pre-shared key file (at least 16 bytes, mode 0600; the same file on every daemon): per-session keys, replay protection (docs/wire.md, Authenticated links)")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +106,7 @@ func serveCmd(args []string) error {
 		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
 		Vectors:    *vectors,
 		KeepRegion: *keep,
+		Check:      *check,
 	}
 	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
