@@ -216,11 +216,13 @@ func (c *checker) report(v uapi.Violation) {
 	if now-c.window >= 1_000_000_000 {
 		c.window, c.inWindow = now, 0
 	}
-	if c.inWindow >= uapi.ViolLogPerSecond {
-		return
+	if c.inWindow < uapi.ViolLogPerSecond {
+		c.inWindow++
+		c.seq++
+		v.Seq, v.Time = c.seq, uint64(now)
+		d.r.WriteViolation(v)
 	}
-	c.inWindow++
-	c.seq++
-	v.Seq, v.Time = c.seq, uint64(now)
-	d.r.WriteViolation(v)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvViolation, Viol: v}) // every one, logged (Seq set) or not
+	}
 }

@@ -113,11 +113,13 @@ type Device struct {
 	parker  link.Parker       // the port's peers signal it only while the engine sleeps
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
-	peerSet                     link.PeerSet      // the port vouches for its senders; nil: strangers are bounded here
-	screener                    link.Screener     // the port refuses senders itself and counts them
-	screened                    link.ScreenCounts // the device's own refusals of senders, added to the port's
-	strangers                   int               // peers made for senders no PeerSet vouched for
-	chk                         *checker          // Config.Check; nil: unchecked
+	peerSet                     link.PeerSet           // the port vouches for its senders; nil: strangers are bounded here
+	screener                    link.Screener          // the port refuses senders itself and counts them
+	screened                    link.ScreenCounts      // the device's own refusals of senders, added to the port's
+	strangers                   int                    // peers made for senders no PeerSet vouched for
+	chk                         *checker               // Config.Check; nil: unchecked
+	tracer                      atomic.Pointer[tracer] // live trace watchers (Watch); nil: none
+	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
 	maxPayload                  uint32
 	parser                      *wire.Parser
@@ -391,6 +393,9 @@ func (d *Device) AddInterrupt(fd int) {
 // system monitor's look every 10 ms.
 func (d *Device) Ring() {
 	d.count(uapi.CtrDoorbells, 1)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvDoorbell})
+	}
 	if d.driven.Load() == 0 {
 		d.wakeEngine()
 	}
@@ -511,6 +516,9 @@ func (d *Device) postStatus(s *uapi.Status) bool {
 	d.statFull = false
 	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
 	d.r.WriteStatus(slot, s)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvStatus, Status: *s})
+	}
 	d.statTail++
 	d.r.Store64(uapi.RegStatqTail, d.statTail)
 	d.count(uapi.CtrStatusWritten, 1)
@@ -546,6 +554,9 @@ func (d *Device) interrupt() {
 	d.irqWanted = false
 	if d.r.Load64(uapi.RegDrvWait) != 0 {
 		d.r.Add64(uapi.RegInterrupts, 1)
+		if t := d.tracer.Load(); t != nil {
+			t.emit(d, Event{Kind: EvInterrupt})
+		}
 		d.irqMu.Lock() // the slow path: only a sleeping driver pays for it
 		for _, fd := range d.irqs {
 			eventfd.Signal(fd)

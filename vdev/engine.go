@@ -153,6 +153,9 @@ func (e *Engine) run() {
 						return
 					}
 					d.count(uapi.CtrDoorbells, 1)
+					if t := d.tracer.Load(); t != nil {
+						t.emit(d, Event{Kind: EvDoorbell})
+					}
 					e.kick()
 				}
 			}(d, w)

@@ -195,12 +195,18 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 	}
 	if gather && d.vec != nil && len(payload) > 0 {
 		head := wire.AppendHead(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if t := d.tracer.Load(); t != nil {
+			d.traceTx(t, h, head, payload)
+		}
 		if err := d.vec.SendVec(head, payload); err != nil {
 			d.port.Release(head)
 			return err
 		}
 	} else {
 		f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if t := d.tracer.Load(); t != nil {
+			d.traceTx(t, h, f, nil)
+		}
 		if err := d.port.Send(f); err != nil {
 			d.port.Release(f)
 			return err

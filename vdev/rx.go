@@ -161,6 +161,9 @@ func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, er
 		d.port.Release(f)
 		return false
 	}
+	if t := d.tracer.Load(); t != nil && !retry {
+		d.traceFrame(t, EvRx, h, f, rest)
+	}
 	if h.DstNode != d.node || h.SrcNode == d.node {
 		d.count(uapi.CtrRxMalformed, 1)
 		d.port.Release(f)

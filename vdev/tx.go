@@ -125,6 +125,9 @@ func (d *Device) take(desc uapi.Desc, idx uint64) {
 	if d.chk != nil {
 		d.chk.took(idx)
 	}
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvCmd, Index: idx, Desc: desc})
+	}
 	if d.trace {
 		d.stamp(uapi.TraceCmdSeen)
 	}

@@ -24,6 +24,8 @@ commands:
              (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
   stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
              no SOCK inside a lab guest: the PCI device)
+  trace      stream a daemon device's live trace, decoded: commands, statuses,
+             doorbells, interrupts, frames, violations (dimmnet trace SOCK)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
 
@@ -49,6 +51,8 @@ func main() {
 		err = fsCmd(os.Args[2:])
 	case "stat":
 		err = statCmd(os.Args[2:])
+	case "trace":
+		err = traceCmd(os.Args[2:])
 	case "lab":
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":

@@ -16,6 +16,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -114,12 +115,16 @@ func serveCmd(args []string) error {
 	}
 	local.Engine.SetOSYield(true) // the drivers are other processes
 	var servers []*ivshmem.Server
+	var traces []*tracesock.Server
 	shutdown := func() {
 		for _, d := range local.Devices {
 			d.MarkStopped() // drivers, guests included, see it in the register page
 		}
 		for _, s := range servers {
 			s.Shutdown() // every client gets "peer 0 left"
+		}
+		for _, t := range traces {
+			t.Close()
 		}
 		local.Close()
 	}
@@ -142,6 +147,12 @@ func serveCmd(args []string) error {
 				log.Error("server stopped", "node", d.Node(), "err", err)
 			}
 		}()
+		ts, err := tracesock.Listen(tracesock.Path(sock), d, log.With("node", d.Node()))
+		if err != nil {
+			shutdown()
+			return err
+		}
+		traces = append(traces, ts)
 		g := uapi.Region(d.Region()).ReadGeometry()
 		fmt.Printf("node %d ready: socket %s region %s (%d MiB, link memory %d bytes, vectors %d)\n",
 			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
