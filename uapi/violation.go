@@ -45,7 +45,7 @@ const (
 	VioReadOnly                             // a read-only register no longer holds the device's value
 	VioNoDoorbell                           // a command published while DEV_SLEEP = 1 and no doorbell rung
 	VioSlotOverrun                          // a slot republished before the device took its command
-	VioAMTChanged                           // an AMT entry rewritten while valid and holding data
+	VioAMTChanged                           // an AMT entry set up anew while valid and holding data
 	NumViolationKinds
 )
 
@@ -66,7 +66,7 @@ var ViolationDocs = []ViolationDoc{
 	{VioReadOnly, "READ_ONLY", "a read-only register, counter or trace stamp no longer holds the value the device stored (WHERE: the register; EXPECTED: the device's value; GOT: what it holds); the device goes on from the new value", "Registers"},
 	{VioNoDoorbell, "NO_DOORBELL", "a command was published while DEV_SLEEP was 1 and no doorbell was rung: the device found it only when its sleep timed out, up to 100 ms later (INDEX: the command; a doorbell within 2 ms of the device finding it is a legitimate race, not reported)", "Publishing a command"},
 	{VioSlotOverrun, "SLOT_OVERRUN", "a command slot was published for a later lap (SEQ = index + 1 + k*CMDQ_ENTRIES) before the device took the command at its index: the driver did not keep index - CMDQ_HEAD below CMDQ_ENTRIES (INDEX: the command lost; EXPECTED and GOT: the SEQ values)", "Publishing a command"},
-	{VioAMTChanged, "AMT_CHANGED", "an AMT entry's BASE or SIZE|FLAGS was rewritten while it was valid and its ring held data (TAIL != HEAD) (INDEX: the AMT entry; EXPECTED: the old word; GOT: the new)", "IPUSH rings"},
+	{VioAMTChanged, "AMT_CHANGED", "an AMT entry's BASE or SIZE|FLAGS was rewritten, or its TAIL set back, while it was valid and its ring held data (TAIL != HEAD) (INDEX: the AMT entry; WHERE: the word; EXPECTED: the old value; GOT: the new)", "IPUSH rings"},
 }
 
 func (k ViolationKind) String() string {

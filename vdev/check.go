@@ -50,7 +50,7 @@ type checker struct {
 
 // amtWatch is what the checker saw of one AMT entry.
 type amtWatch struct {
-	base, cfg, head uint64
+	base, cfg, head, tail uint64
 }
 
 // excludedRO are read-only words the device also stores outside its
@@ -136,17 +136,23 @@ func (c *checker) amtEntry(i uint64) {
 	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)
 	valid := cfg>>32&uapi.AMTFlagValid != 0
 	wasValid := w.cfg>>32&uapi.AMTFlagValid != 0
-	if base != w.base || cfg != w.cfg {
-		if wasValid && w.head != tail { // it held data: the driver set it up anew under the device
+	if base != w.base || cfg != w.cfg || int64(tail-w.tail) < 0 {
+		// Set up anew (TAIL only moves forwards unless the driver starts
+		// the ring over, which may happen between two looks).
+		if wasValid && w.head != w.tail { // it held data: the driver set it up anew under the device
 			where, old, now := e+uapi.AMTCfg, w.cfg, cfg
-			if base != w.base {
+			switch {
+			case base != w.base:
 				where, old, now = e+uapi.AMTBase, w.base, base
+			case cfg == w.cfg:
+				where, old, now = e+uapi.AMTTail, w.tail, tail
 			}
 			c.report(uapi.Violation{Kind: uapi.VioAMTChanged, Index: i, Where: where, Expected: old, Got: now})
 		}
-		*w = amtWatch{base: base, cfg: cfg, head: head}
+		*w = amtWatch{base: base, cfg: cfg, head: head, tail: tail}
 		return
 	}
+	w.tail = tail
 	if !valid || head == w.head {
 		return
 	}

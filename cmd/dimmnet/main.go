@@ -26,6 +26,8 @@ commands:
              no SOCK inside a lab guest: the PCI device)
   trace      stream a daemon device's live trace, decoded: commands, statuses,
              doorbells, interrupts, frames, violations (dimmnet trace SOCK)
+  conform    run a driver program against checked devices in every situation
+             a driver must survive (dimmnet conform -- CMD ARGS)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
 
@@ -53,6 +55,8 @@ func main() {
 		err = statCmd(os.Args[2:])
 	case "trace":
 		err = traceCmd(os.Args[2:])
+	case "conform":
+		err = conformCmd(os.Args[2:])
 	case "lab":
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":

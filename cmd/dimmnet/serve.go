@@ -42,6 +42,8 @@ func serveCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
 	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
+	statq := fs.Int("statq", 0, "status ring entries per device (a power of two; 0: the default, 1024): small rings make drivers meet a full status ring")
+	ringFull := fs.String("ringfull", "hold", "the devices' RINGFULL_MODE at start: hold or nack (drivers may change it)")
 	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (`dimmnet stat` lists them; docs/sandbox.md)")
 	keyFile := fs.String("key", "", "authenticate every frame between devices with this pre-shared key file (at least 16 bytes, mode 0600; the same file on every daemon): per-session keys, replay protection (docs/wire.md, Authenticated links)")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
@@ -103,11 +105,20 @@ func serveCmd(args []string) error {
 		open = capOpen
 	}
 	cfg := vdev.Config{
-		RegionSize: *regionMiB << 20,
-		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
-		Vectors:    *vectors,
-		KeepRegion: *keep,
-		Check:      *check,
+		RegionSize:    *regionMiB << 20,
+		ShmPath:       filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
+		Vectors:       *vectors,
+		KeepRegion:    *keep,
+		Check:         *check,
+		StatusEntries: *statq,
+	}
+	switch *ringFull {
+	case "hold":
+		cfg.RingFullMode = uapi.RingFullHold
+	case "nack":
+		cfg.RingFullMode = uapi.RingFullNACK
+	default:
+		return fmt.Errorf("--ringfull %q: want hold or nack", *ringFull)
 	}
 	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
