@@ -17,7 +17,7 @@ commands:
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
 
-  serve      the backend daemon: devices in /dev/shm behind QEMU ivshmem
+  serve      the backend daemon: devices in shared memory behind QEMU ivshmem
              server sockets (dimmnet serve --dir DIR --nodes N)
 
   fs         mount a live /dev-like view of every device a daemon serves

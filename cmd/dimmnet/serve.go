@@ -9,20 +9,23 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sync"
 	"syscall"
 
-	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/shm"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
 // serveCmd is the backend daemon: N devices joined by a link, each with its
-// region in /dev/shm and an ivshmem server socket DIR/node<K>.sock.
+// region (a sealed memfd, or a file in --shm-dir) and an ivshmem server
+// socket DIR/node<K>.sock.
 func serveCmd(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	dir := fs.String("dir", "", "directory for the sockets (required)")
@@ -30,8 +33,8 @@ func serveCmd(args []string) error {
 	vectors := fs.Int("vectors", 1, "eventfds per peer; must equal QEMU's ivshmem-doorbell vectors=N")
 	regionMiB := fs.Int("region-mib", 16, "size of each device's region in MiB (a power of two, at least 1)")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload of the link in bytes")
-	keep := fs.Bool("keep", false, "leave the /dev/shm regions behind on exit")
-	shmDir := fs.String("shm-dir", "/dev/shm", "where the regions' files go")
+	keep := fs.Bool("keep", false, "with --shm-dir: leave the region files behind on exit (until the next serve removes them as stale)")
+	shmDir := fs.String("shm-dir", "", "make the regions files in this directory (e.g. /dev/shm) instead of sealed memfds; a client can then resize one, which fails that device")
 	logJSON := fs.Bool("log-json", false, "log as JSON instead of text")
 	linkKind := fs.String("link", "mem", "what joins the devices: mem (in this daemon), udp (--peers), afpacket (--ifname), tap (--bridge)")
 	nodeBase := fs.Int("node-base", 0, "node id of the first device (daemons on several hosts each serve a range)")
@@ -47,6 +50,9 @@ func serveCmd(args []string) error {
 	}
 	if *dir == "" {
 		return errors.New("--dir is required")
+	}
+	if *keep && *shmDir == "" {
+		return errors.New("--keep keeps region files, and memfd regions have none: give --shm-dir too")
 	}
 	if *nodes < 1 || *nodes > 1024 {
 		return fmt.Errorf("--nodes %d: must be 1..1024", *nodes)
@@ -68,6 +74,17 @@ func serveCmd(args []string) error {
 		return err
 	}
 	defer unix.Close(lock)
+	// A killed daemon's region files stay until someone removes them; the
+	// default directory is looked in too, for daemons from before memfds.
+	for _, sd := range uniq(*shmDir, "/dev/shm") {
+		removed, err := shm.RemoveStale(sd)
+		for _, p := range removed {
+			log.Info("removed a dead daemon's region", "path", p)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("stale regions", "err", err)
+		}
+	}
 
 	ids := make([]uint16, *nodes)
 	for i := range ids {
@@ -101,9 +118,11 @@ func serveCmd(args []string) error {
 	}
 	cfg := vdev.Config{
 		RegionSize: *regionMiB << 20,
-		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
 		Vectors:    *vectors,
 		KeepRegion: *keep,
+	}
+	if *shmDir != "" {
+		cfg.ShmPath = shm.DaemonPattern(*shmDir, os.Getpid())
 	}
 	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
@@ -111,6 +130,19 @@ func serveCmd(args []string) error {
 	}
 	local.Engine.SetOSYield(true) // the drivers are other processes
 	var servers []*ivshmem.Server
+	var serversMu sync.Mutex
+	byNode := map[uint16]*ivshmem.Server{}
+	// A client that shrinks a file region fails that device only: its
+	// clients are told the device left, the others serve on.
+	local.Engine.SetFaultHandler(func(d *vdev.Device, err error) {
+		log.Error("device failed: a client resized its region; its clients are told it left, the other devices keep serving", "node", d.Node(), "err", err)
+		serversMu.Lock()
+		s := byNode[d.Node()]
+		serversMu.Unlock()
+		if s != nil {
+			go s.Shutdown()
+		}
+	})
 	shutdown := func() {
 		for _, d := range local.Devices {
 			d.MarkStopped() // drivers, guests included, see it in the register page
@@ -134,14 +166,17 @@ func serveCmd(args []string) error {
 			return err
 		}
 		servers = append(servers, s)
+		serversMu.Lock()
+		byNode[d.Node()] = s
+		serversMu.Unlock()
 		go func() {
 			if err := s.Serve(); err != nil {
 				log.Error("server stopped", "node", d.Node(), "err", err)
 			}
 		}()
-		g := uapi.Region(d.Region()).ReadGeometry()
+		g := d.Geometry()
 		fmt.Printf("node %d ready: socket %s region %s (%d MiB, link memory %d bytes, vectors %d)\n",
-			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
+			d.Node(), sock, regionName(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
 	if *rawIRQ {
 		s, err := serveRawIRQ(filepath.Join(*dir, "raw.sock"), *vectors, log)
@@ -166,14 +201,11 @@ const rawRegionSize = 2 << 20
 // serveRawIRQ serves an ivshmem server with no device: peer 0's eventfds
 // exist (the protocol has them) but nothing reads them, and the peers,
 // from id 1, ring each other's vectors directly through QEMU. The region
-// is a memfd, so nothing is left in /dev/shm.
+// is a sealed memfd: nothing is left in /dev/shm, and no peer can shrink
+// it under the others.
 func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, error) {
-	shm, err := unix.MemfdCreate("dimmnet-raw-irq", unix.MFD_CLOEXEC)
+	shmFD, err := shm.Memfd("dimmnet-raw-irq", rawRegionSize)
 	if err != nil {
-		return nil, fmt.Errorf("raw irq region: %w", err)
-	}
-	if err := unix.Ftruncate(shm, rawRegionSize); err != nil {
-		unix.Close(shm)
 		return nil, fmt.Errorf("raw irq region: %w", err)
 	}
 	self := make([]int, vectors)
@@ -182,7 +214,7 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 			return nil, fmt.Errorf("raw irq eventfd: %w", err)
 		}
 	}
-	s, err := ivshmem.Listen(ivshmem.Config{Path: sock, Vectors: vectors, ShmFD: shm, Self: self, Log: log.With("raw", true)})
+	s, err := ivshmem.Listen(ivshmem.Config{Path: sock, Vectors: vectors, ShmFD: shmFD, Self: self, Log: log.With("raw", true)})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +263,25 @@ func servePcap(path, kind string, payload int, open func(*vdev.Device) (link.Por
 	return wrapped, closeCapture, nil
 }
 
-func regionPath(pattern string, node uint16) string { return fmt.Sprintf(pattern, node) }
+// regionName says where a node's region is, for its ready line: the file,
+// or that it is a sealed memfd (nothing to find in the file system).
+func regionName(pattern string, node uint16) string {
+	if pattern == "" {
+		return "memfd (sealed)"
+	}
+	return fmt.Sprintf(pattern, node)
+}
+
+// uniq is its arguments without empty strings and repeats, in order.
+func uniq(ss ...string) []string {
+	var r []string
+	for _, s := range ss {
+		if s != "" && !slices.Contains(r, s) {
+			r = append(r, s)
+		}
+	}
+	return r
+}
 
 // lockDir takes an exclusive lock on DIR/dimmnet.lock, so a second daemon
 // on the same directory fails with a clear error instead of stealing sockets.
