@@ -78,8 +78,18 @@ func (d *daemon) sock(n int) string { return filepath.Join(d.dir, fmt.Sprintf("n
 // Cleanup stops it with SIGTERM and checks it exits 0 and leaves nothing.
 func startDaemon(t *testing.T, n int, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{dir: t.TempDir(), stderr: &syncBuffer{}}
-	d.cmd = exec.Command(dimmnet(t), append([]string{"serve", "--dir", d.dir, "--nodes", fmt.Sprint(n)}, extra...)...)
+	dir := t.TempDir()
+	return startDaemonIn(t, dir, nil, n, append([]string{"--dir", dir}, extra...)...)
+}
+
+// startDaemonIn runs dimmnet serve as startDaemon does, with env added to
+// the environment and the arguments as given: dir is where its sockets
+// will be (serve's default directory when args name none).
+func startDaemonIn(t *testing.T, dir string, env []string, n int, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{dir: dir, stderr: &syncBuffer{}}
+	d.cmd = exec.Command(dimmnet(t), append([]string{"serve", "--nodes", fmt.Sprint(n)}, args...)...)
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = d.stderr
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {

@@ -18,12 +18,14 @@ commands:
              paper's Table 7 stage breakdown)
 
   serve      the backend daemon: devices in shared memory behind QEMU ivshmem
-             server sockets (dimmnet serve --dir DIR --nodes N)
+             server sockets (dimmnet serve [--dir DIR] --nodes N; the
+             default DIR is $XDG_RUNTIME_DIR/dimmnet, /run/dimmnet for root)
 
   fs         mount a live /dev-like view of every device a daemon serves
-             (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
-             no SOCK inside a lab guest: the PCI device)
+             (dimmnet fs [--dir DIR] [--rw] MOUNTPOINT)
+  stat       print a device's registers and counters (dimmnet stat [-w] [SOCK];
+             no SOCK: the default DIR's node0.sock, or inside a lab guest
+             the PCI device)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
 

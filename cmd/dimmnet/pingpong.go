@@ -20,6 +20,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func pingpongCmd(args []string) error {
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
 	quiet := fs.Bool("q", false, "no progress line")
-	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
+	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve (a bare name such as node0.sock is in serve's default directory), then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
@@ -75,6 +76,12 @@ func pingpongCmd(args []string) error {
 			socks := strings.Split(*attach, ",")
 			if len(socks) != 2 {
 				return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+			}
+			for i := range socks {
+				var err error
+				if socks[i], err = rundir.Socket(socks[i]); err != nil {
+					return fmt.Errorf("--attach: %w", err)
+				}
 			}
 			pp = attachPair(socks[0], socks[1])
 		} else {

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/shm"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netns"
@@ -28,7 +31,8 @@ import (
 // socket DIR/node<K>.sock.
 func serveCmd(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	dir := fs.String("dir", "", "directory for the sockets (required)")
+	dir := fs.String("dir", rundir.Default(), "directory for the lock and sockets: made 0700, or refused if another user owns it or others can write it")
+	group := fs.String("group", "", "let this group's users attach: sockets 0660 and the directory 0750, both given the group (default: the daemon's user only, sockets 0600)")
 	nodes := fs.Int("nodes", 2, "devices to serve, node ids 0..N-1, all on one link")
 	vectors := fs.Int("vectors", 1, "eventfds per peer; must equal QEMU's ivshmem-doorbell vectors=N")
 	regionMiB := fs.Int("region-mib", 16, "size of each device's region in MiB (a power of two, at least 1)")
@@ -49,7 +53,18 @@ func serveCmd(args []string) error {
 		return err
 	}
 	if *dir == "" {
-		return errors.New("--dir is required")
+		return errors.New("--dir is empty")
+	}
+	gid, sockMode := 0, os.FileMode(0o600)
+	if *group != "" {
+		g, err := user.LookupGroup(*group)
+		if err != nil {
+			return fmt.Errorf("--group: %w", err)
+		}
+		if gid, err = strconv.Atoi(g.Gid); err != nil {
+			return fmt.Errorf("--group %s: gid %q: %w", *group, g.Gid, err)
+		}
+		sockMode = 0o660
 	}
 	if *keep && *shmDir == "" {
 		return errors.New("--keep keeps region files, and memfd regions have none: give --shm-dir too")
@@ -62,18 +77,18 @@ func serveCmd(args []string) error {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(h)
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", *dir, err)
+	if err := rundir.Ensure(*dir, gid); err != nil {
+		return err
 	}
 	// Catch SIGINT/SIGTERM from the start: one arriving during set-up is
 	// then handled by the same orderly shutdown (regions, TAPs, sockets).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	lock, err := lockDir(*dir)
+	lock, err := rundir.Lock(*dir)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(lock)
+	defer lock.Close()
 	// A killed daemon's region files stay until someone removes them; the
 	// default directory is looked in too, for daemons from before memfds.
 	for _, sd := range uniq(*shmDir, "/dev/shm") {
@@ -156,7 +171,7 @@ func serveCmd(args []string) error {
 		d := d
 		sock := filepath.Join(*dir, fmt.Sprintf("node%d.sock", d.Node()))
 		s, err := ivshmem.Listen(ivshmem.Config{
-			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(),
+			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(), SocketMode: sockMode, SocketGID: gid,
 			OnJoin:  func(id int64, fds []int) { d.AddInterrupt(fds[0]) },
 			OnLeave: func(id int64, fds []int) { d.RemoveInterrupt(fds[0]) },
 			Log:     log.With("node", d.Node()),
@@ -179,7 +194,7 @@ func serveCmd(args []string) error {
 			d.Node(), sock, regionName(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
 	if *rawIRQ {
-		s, err := serveRawIRQ(filepath.Join(*dir, "raw.sock"), *vectors, log)
+		s, err := serveRawIRQ(ivshmem.Config{Path: filepath.Join(*dir, "raw.sock"), Vectors: *vectors, SocketMode: sockMode, SocketGID: gid}, log)
 		if err != nil {
 			shutdown()
 			return err
@@ -203,7 +218,8 @@ const rawRegionSize = 2 << 20
 // from id 1, ring each other's vectors directly through QEMU. The region
 // is a sealed memfd: nothing is left in /dev/shm, and no peer can shrink
 // it under the others.
-func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, error) {
+func serveRawIRQ(cfg ivshmem.Config, log *slog.Logger) (*ivshmem.Server, error) {
+	vectors := cfg.Vectors
 	shmFD, err := shm.Memfd("dimmnet-raw-irq", rawRegionSize)
 	if err != nil {
 		return nil, fmt.Errorf("raw irq region: %w", err)
@@ -214,7 +230,8 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 			return nil, fmt.Errorf("raw irq eventfd: %w", err)
 		}
 	}
-	s, err := ivshmem.Listen(ivshmem.Config{Path: sock, Vectors: vectors, ShmFD: shmFD, Self: self, Log: log.With("raw", true)})
+	cfg.ShmFD, cfg.Self, cfg.Log = shmFD, self, log.With("raw", true)
+	s, err := ivshmem.Listen(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +240,7 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 			log.Error("raw irq server stopped", "err", err)
 		}
 	}()
-	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", sock, rawRegionSize>>20, vectors)
+	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", cfg.Path, rawRegionSize>>20, vectors)
 	return s, nil
 }
 
@@ -281,22 +298,4 @@ func uniq(ss ...string) []string {
 		}
 	}
 	return r
-}
-
-// lockDir takes an exclusive lock on DIR/dimmnet.lock, so a second daemon
-// on the same directory fails with a clear error instead of stealing sockets.
-func lockDir(dir string) (int, error) {
-	p := filepath.Join(dir, "dimmnet.lock")
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return -1, fmt.Errorf("lock %s: %w", p, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return -1, fmt.Errorf("another dimmnet serve is running on %s (%s is locked)", dir, p)
-		}
-		return -1, fmt.Errorf("lock %s: %w", p, err)
-	}
-	return fd, nil
 }

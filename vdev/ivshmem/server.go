@@ -46,6 +46,11 @@ const sendTimeout = 2 * time.Second
 // ErrInUse reports a socket another live server is listening on.
 var ErrInUse = errors.New("socket is served by another process")
 
+// ErrNotOurSocket reports a file at the socket path that is not a socket
+// of this user's: it is left alone (someone else's, or not a socket at
+// all), never removed to make room.
+var ErrNotOurSocket = errors.New("path is taken by something other than a socket of ours")
+
 // Config describes one device as the server offers it.
 type Config struct {
 	Path    string // UNIX socket path
@@ -58,6 +63,13 @@ type Config struct {
 	OnJoin, OnLeave func(id int64, fds []int)
 	MaxClients      int // 0: 64
 	Log             *slog.Logger
+	// SocketMode is the socket's mode, set after bind whatever the umask:
+	// connecting needs write permission, so it says who may attach.
+	// 0: 0600, the daemon's user only.
+	SocketMode os.FileMode
+	// SocketGID > 0 gives the socket that group (with SocketMode 0660 the
+	// group's users may attach); otherwise it keeps the daemon's group.
+	SocketGID int
 }
 
 // Server serves one device.
@@ -87,8 +99,10 @@ func (c *client) ints() []int {
 	return r
 }
 
-// Listen binds the socket. A stale socket file (nobody accepting) is
-// replaced; a live one is ErrInUse.
+// Listen binds the socket and gives it SocketMode (and SocketGID). A stale
+// socket of ours (nobody accepting) is replaced; a live one is ErrInUse;
+// anything else at the path (not a socket, another user's socket, a
+// symlink) is ErrNotOurSocket and left alone.
 func Listen(cfg Config) (*Server, error) {
 	if cfg.Vectors < 1 || cfg.Vectors > 64 || len(cfg.Self) != cfg.Vectors {
 		return nil, fmt.Errorf("ivshmem %s: %d vectors with %d device eventfds: need 1..64 and one each", cfg.Path, cfg.Vectors, len(cfg.Self))
@@ -106,7 +120,14 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if _, err := os.Lstat(cfg.Path); err == nil {
+	if cfg.SocketMode == 0 {
+		cfg.SocketMode = 0o600
+	}
+	var lst unix.Stat_t
+	if err := unix.Lstat(cfg.Path, &lst); err == nil {
+		if lst.Mode&unix.S_IFMT != unix.S_IFSOCK || int(lst.Uid) != os.Geteuid() {
+			return nil, fmt.Errorf("ivshmem %s: %w (mode %o, uid %d)", cfg.Path, ErrNotOurSocket, lst.Mode, lst.Uid)
+		}
 		if c, err := net.Dial("unix", cfg.Path); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("ivshmem %s: %w", cfg.Path, ErrInUse)
@@ -120,6 +141,18 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ivshmem: listen %s: %w", cfg.Path, err)
 	}
 	ln.SetUnlinkOnClose(true)
+	// bind made it with the umask's mode; only our user can write the
+	// directory, so nobody can swap it before these.
+	if cfg.SocketGID > 0 {
+		if err := os.Lchown(cfg.Path, -1, cfg.SocketGID); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("ivshmem %s: give the socket group %d: %w", cfg.Path, cfg.SocketGID, err)
+		}
+	}
+	if err := os.Chmod(cfg.Path, cfg.SocketMode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("ivshmem %s: %w", cfg.Path, err)
+	}
 	return &Server{cfg: cfg, ln: ln, clients: map[int64]*client{}, refused: map[*net.UnixConn]struct{}{}, nextID: 1,
 		log: cfg.Log.With("socket", cfg.Path)}, nil
 }
