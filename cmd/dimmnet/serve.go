@@ -48,6 +48,7 @@ func serveCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
 	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
+	perUser := fs.Int("max-clients-per-user", ivshmem.DefaultMaxPerUser, "clients one user (other than root) may attach to one device at once; each device takes 64 clients in all")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,6 +69,9 @@ func serveCmd(args []string) error {
 	}
 	if *keep && *shmDir == "" {
 		return errors.New("--keep keeps region files, and memfd regions have none: give --shm-dir too")
+	}
+	if *perUser < 1 {
+		return fmt.Errorf("--max-clients-per-user %d: must be at least 1", *perUser)
 	}
 	if *nodes < 1 || *nodes > 1024 {
 		return fmt.Errorf("--nodes %d: must be 1..1024", *nodes)
@@ -171,7 +175,7 @@ func serveCmd(args []string) error {
 		d := d
 		sock := filepath.Join(*dir, fmt.Sprintf("node%d.sock", d.Node()))
 		s, err := ivshmem.Listen(ivshmem.Config{
-			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(), SocketMode: sockMode, SocketGID: gid,
+			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(), SocketMode: sockMode, SocketGID: gid, MaxPerUser: *perUser,
 			OnJoin:  func(id int64, fds []int) { d.AddInterrupt(fds[0]) },
 			OnLeave: func(id int64, fds []int) { d.RemoveInterrupt(fds[0]) },
 			Log:     log.With("node", d.Node()),
@@ -194,7 +198,7 @@ func serveCmd(args []string) error {
 			d.Node(), sock, regionName(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
 	if *rawIRQ {
-		s, err := serveRawIRQ(ivshmem.Config{Path: filepath.Join(*dir, "raw.sock"), Vectors: *vectors, SocketMode: sockMode, SocketGID: gid}, log)
+		s, err := serveRawIRQ(ivshmem.Config{Path: filepath.Join(*dir, "raw.sock"), Vectors: *vectors, SocketMode: sockMode, SocketGID: gid, MaxPerUser: *perUser}, log)
 		if err != nil {
 			shutdown()
 			return err
