@@ -28,6 +28,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
@@ -51,9 +52,10 @@ const DefaultSendTimeout = 2 * time.Second
 // uapi.ProcsPerNode (16) in the papers' model.
 const DefaultMaxPerUser = 16
 
-// maxQueued bounds the messages waiting for one client: enough for the
-// set-up of the largest server (64 vectors of 64 peers and the device),
-// and a client that falls this far behind is dropped.
+// maxQueued bounds the messages waiting for one client (16 bytes each;
+// the fds they carry are shared, not copied): enough for the set-up of the
+// largest server (64 vectors of 64 peers and the device), and a client
+// that falls this far behind is dropped.
 const maxQueued = 8192
 
 // ErrInUse reports a socket another live server is listening on.
@@ -114,18 +116,54 @@ type Server struct {
 	log     *slog.Logger
 }
 
-// msg is one protocol message; fd is a duplicate the message owns (the
-// original may be closed before the message goes: a peer that left), or -1.
+// msg is one protocol message, with the fd it carries or nil.
 type msg struct {
 	v  int64
-	fd int
+	fd *sharedFD
+}
+
+// sharedFD is an fd queued messages may carry after its owner is gone (a
+// peer's eventfd, queued for the others, when that peer leaves): it is
+// closed only when its owner and every message carrying it are done with
+// it, so its number cannot be reused under a queued message. The fds the
+// server does not own (the region, the device's) have no owner and are
+// never closed here.
+type sharedFD struct {
+	fd   int
+	own  *eventfd.FD // nil: not the server's
+	refs atomic.Int32
+}
+
+func ownedFD(e *eventfd.FD) *sharedFD {
+	f := &sharedFD{fd: e.Int(), own: e}
+	f.refs.Store(1) // the owner's
+	return f
+}
+
+func (f *sharedFD) hold() {
+	if f != nil && f.own != nil {
+		f.refs.Add(1)
+	}
+}
+
+func (f *sharedFD) release() {
+	if f != nil && f.own != nil && f.refs.Add(-1) == 0 {
+		f.own.Close()
+	}
+}
+
+func (f *sharedFD) int() int {
+	if f == nil {
+		return -1
+	}
+	return f.fd
 }
 
 type client struct {
 	id   int64
 	uid  uint32
 	conn *net.UnixConn
-	fds  []*eventfd.FD
+	fds  []*sharedFD // its vectors, owned
 
 	mu       sync.Mutex
 	q        []msg
@@ -138,7 +176,7 @@ type client struct {
 func (c *client) ints() []int {
 	r := make([]int, len(c.fds))
 	for i, f := range c.fds {
-		r[i] = f.Int()
+		r[i] = f.fd
 	}
 	return r
 }
@@ -321,34 +359,34 @@ func (s *Server) admit(conn *net.UnixConn) {
 		e, err := eventfd.New()
 		if err != nil {
 			for _, f := range c.fds {
-				f.Close()
+				f.release()
 			}
 			refuse(err.Error())
 			return
 		}
-		c.fds = append(c.fds, e)
+		c.fds = append(c.fds, ownedFD(e))
 	}
 	others := s.sorted()
 	// Existing clients learn the new peer before the new client learns
 	// about them, as the reference server orders it.
 	for _, o := range others {
 		for _, f := range c.fds {
-			s.enqueue(o, id, f.Int())
+			s.enqueue(o, id, f)
 		}
 	}
-	s.enqueue(c, ProtocolVersion, -1)
-	s.enqueue(c, id, -1)
-	s.enqueue(c, -1, s.cfg.ShmFD)
+	s.enqueue(c, ProtocolVersion, nil)
+	s.enqueue(c, id, nil)
+	s.enqueue(c, -1, &sharedFD{fd: s.cfg.ShmFD})
 	for _, fd := range s.cfg.Self { // the device (peer 0) first
-		s.enqueue(c, 0, fd)
+		s.enqueue(c, 0, &sharedFD{fd: fd})
 	}
 	for _, o := range others {
 		for _, f := range o.fds {
-			s.enqueue(c, o.id, f.Int())
+			s.enqueue(c, o.id, f)
 		}
 	}
 	for _, f := range c.fds { // and finally its own vectors
-		s.enqueue(c, id, f.Int())
+		s.enqueue(c, id, f)
 	}
 	s.clients[id] = c
 	s.perUID[uid]++
@@ -362,35 +400,22 @@ func (s *Server) admit(conn *net.UnixConn) {
 	go s.watch(c)
 }
 
-// enqueue queues one message for c, with a duplicate of fd (the message
-// owns it until it is sent). A client maxQueued behind is cut off: its
-// connection is closed, so its writer and watcher drop it.
-func (s *Server) enqueue(c *client, v int64, fd int) {
-	m := msg{v: v, fd: -1}
-	if fd >= 0 {
-		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			s.log.Warn("cannot duplicate an fd for a client; cutting it off", "client", c.id, "err", err)
-			c.conn.Close()
-			return
-		}
-		m.fd = d
-	}
+// enqueue queues one message for c, holding fd until it is sent. A
+// client maxQueued behind is cut off: its connection is closed, so its
+// writer and watcher drop it.
+func (s *Server) enqueue(c *client, v int64, fd *sharedFD) {
 	c.mu.Lock()
-	if c.gone || c.closing || len(c.q) >= maxQueued {
-		full := !c.gone && !c.closing
-		if full {
-			c.overflow = true
-		}
-		c.mu.Unlock()
-		closeFD(m.fd)
-		if full {
-			c.conn.Close()
-		}
+	defer c.mu.Unlock()
+	if c.gone || c.closing {
 		return
 	}
-	c.q = append(c.q, m)
-	c.mu.Unlock()
+	if len(c.q) >= maxQueued {
+		c.overflow = true
+		c.conn.Close()
+		return
+	}
+	fd.hold()
+	c.q = append(c.q, msg{v: v, fd: fd})
 	c.kick()
 }
 
@@ -401,15 +426,9 @@ func (c *client) kick() {
 	}
 }
 
-func closeFD(fd int) {
-	if fd >= 0 {
-		unix.Close(fd)
-	}
-}
-
-func closeMsgs(ms []msg) {
+func releaseMsgs(ms []msg) {
 	for _, m := range ms {
-		closeFD(m.fd)
+		m.fd.release()
 	}
 }
 
@@ -430,14 +449,14 @@ func (s *Server) write(c *client) {
 		stop := c.gone || len(batch) == 0
 		c.mu.Unlock()
 		if stop {
-			closeMsgs(batch)
+			releaseMsgs(batch)
 			return
 		}
 		for i, m := range batch {
-			err := send(c.conn, m.v, m.fd, s.cfg.SendTimeout)
-			closeFD(m.fd)
+			err := send(c.conn, m.v, m.fd.int(), s.cfg.SendTimeout)
+			m.fd.release()
 			if err != nil {
-				closeMsgs(batch[i+1:])
+				releaseMsgs(batch[i+1:])
 				why := "client connection failed"
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					why = fmt.Sprintf("client did not read for %v; dropping it", s.cfg.SendTimeout)
@@ -491,7 +510,7 @@ func (s *Server) drop(c *client, why string, err error) {
 	}
 	s.remove(c)
 	for _, o := range s.sorted() {
-		s.enqueue(o, c.id, -1)
+		s.enqueue(o, c.id, nil)
 	}
 	s.mu.Unlock()
 	args := []any{"client", c.id, "uid", c.uid}
@@ -521,11 +540,11 @@ func (s *Server) remove(c *client) {
 	rest := c.q // what its writer will not send now
 	c.q = nil
 	c.mu.Unlock()
-	closeMsgs(rest)
+	releaseMsgs(rest)
 	c.kick()
 	c.conn.Close()
 	for _, f := range c.fds {
-		f.Close()
+		f.release() // closed now, or when the last message carrying it is done
 	}
 }
 
@@ -555,7 +574,7 @@ func (s *Server) Shutdown() {
 	}
 	cs := s.sorted()
 	for _, c := range cs {
-		s.enqueue(c, 0, -1)
+		s.enqueue(c, 0, nil)
 		c.mu.Lock()
 		c.closing = true
 		c.mu.Unlock()

@@ -196,3 +196,37 @@ func contains(ids []int64, id int64) bool {
 	}
 	return false
 }
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// Joins, leaves, a dropped never-reading client and a shutdown leave no fd
+// open: the eventfds queued messages shared are closed with the last of them.
+func TestNoFDLeft(t *testing.T) {
+	t.Run("warm-up", func(t *testing.T) { joinAndLeave(t, listen(t, 0)) }) // the runtime's own fds (epoll) open once
+	before := openFDs(t)
+	t.Run("server", func(t *testing.T) {
+		s := listen(t, 100*time.Millisecond)
+		dial(t, s) // never reads
+		for len(s.Clients()) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		slowID := s.Clients()[0]
+		for i := 0; i < 2000 && contains(s.Clients(), slowID); i++ {
+			joinAndLeave(t, s)
+		}
+		for i := 0; i < 20; i++ {
+			joinAndLeave(t, s)
+		}
+	})
+	if after := openFDs(t); after != before {
+		t.Fatalf("%d fds open before, %d after", before, after)
+	}
+}
