@@ -66,7 +66,10 @@ func Default() string {
 // user or root that others cannot write (or that are sticky, as /tmp). An
 // existing dir is given group gid and mode 0750 when gid > 0.
 func Ensure(dir string, gid int) error {
-	dir = filepath.Clean(dir)
+	dir, err := filepath.Abs(dir) // a relative path's ancestors are checked too
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("directory %s: %w", dir, err)
 	}
@@ -91,7 +94,11 @@ func Ensure(dir string, gid int) error {
 // itself (the default): the rules of Ensure, except that root may own it
 // (a daemon run as root serves /run/dimmnet). It makes nothing.
 func Check(dir string) error {
-	return check(filepath.Clean(dir), true)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	return check(abs, true)
 }
 
 // check applies the rules to dir and its ancestors; rootOK lets root own

@@ -175,3 +175,16 @@ func TestSocket(t *testing.T) {
 		t.Fatalf("bare name in a world-writable default directory: %v, want ErrWritable", err)
 	}
 }
+
+// A relative path's ancestors are those of its absolute path.
+func TestEnsureRelative(t *testing.T) {
+	needRoot(t)
+	base := t.TempDir()
+	shared := filepath.Join(base, "shared")
+	os.Mkdir(shared, 0o700)
+	os.Chmod(shared, 0o777)
+	t.Chdir(shared)
+	if err := Ensure("dimmnet", 0); !errors.Is(err, ErrWritable) {
+		t.Fatalf("a relative directory in a world-writable cwd: %v, want ErrWritable", err)
+	}
+}
