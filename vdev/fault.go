@@ -18,6 +18,11 @@ import (
 // engine goes on serving the others. A fault outside every region is a bug
 // and still crashes the process.
 //
+// Poll (drive.go) runs a device on its driver's goroutine and catches
+// nothing: a device driven in its own process has a sealed memfd region
+// (Config.ShmPath empty) that nobody else can resize, and a check on every
+// pass of the hot path would buy nothing there.
+//
 // Under the race detector atomic loads and stores run in its C runtime on
 // the system stack, where a fault is fatal whatever SetPanicOnFault says:
 // tests that shrink a region run a binary built without -race.
