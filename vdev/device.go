@@ -39,7 +39,7 @@ import (
 type Config struct {
 	Node          uint16
 	RegionSize    int    // power of two >= 1 MiB; default 16 MiB
-	ShmPath       string // file in /dev/shm ("%d" becomes the node id); "" = anonymous memfd
+	ShmPath       string // region file ("%d" becomes the node id); "" = a sealed memfd, which no client can resize
 	CmdEntries    int    // command queue slots (power of two); default 1024
 	StatusEntries int    // status ring slots (power of two); default 1024
 	AMTEntries    int    // default 64
@@ -58,7 +58,7 @@ type Config struct {
 	// status ring full) before the commands fail HOLD_LIMIT; default
 	// DefaultHoldLimit, negative: no limit.
 	HoldLimit  time.Duration
-	KeepRegion bool // leave the /dev/shm file behind on Close
+	KeepRegion bool // leave the region file (ShmPath) behind on Close
 }
 
 func (c *Config) defaults() {
@@ -165,6 +165,11 @@ type Device struct {
 	drove     atomic.Bool // a driver drove it since the engine last looked
 	polls     uint64      // Poll passes, to advance ALIVE now and then (under running)
 	lastAlive int64       // when Poll last advanced ALIVE (under running)
+
+	eng       *Engine   // the engine serving it, told when it fails
+	portClose sync.Once // the engine closes a failed device's port, Close the others'
+	portErr   error
+	failure   atomic.Pointer[error] // why a fault in its region failed it (fault.go)
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -427,7 +432,10 @@ func (d *Device) RemoveInterrupt(fd int) {
 
 // MarkStopped publishes STATE=stopped, so drivers (guests get no
 // interrupt) notice the device going away and fail with a named error.
-func (d *Device) MarkStopped() { d.r.Store64(uapi.RegState, uapi.StateStopped) }
+// A failed device's region is not touched.
+func (d *Device) MarkStopped() {
+	d.guard(func() { d.r.Store64(uapi.RegState, uapi.StateStopped) })
+}
 
 // InterruptFD is the eventfd the device signals to wake a sleeping driver.
 func (d *Device) InterruptFD() int { return d.irq.Int() }
@@ -441,15 +449,15 @@ func (d *Device) Close() error {
 	// acknowledged before we go: a peer must not fail a command whose
 	// data arrived because our process exited right after reading it.
 	if d.port != nil && d.book.AcksOwed > 0 && d.running.CompareAndSwap(false, true) {
-		d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
-		d.flushAcks(false)
+		d.guard(func() {
+			d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
+			d.flushAcks(false)
+		})
 		d.running.Store(false)
 	}
-	if d.port != nil {
-		errs = append(errs, d.port.Close())
-	}
+	errs = append(errs, d.closePort())
 	if d.shm != nil {
-		d.r.Store64(uapi.RegState, uapi.StateStopped)
+		d.MarkStopped()
 		errs = append(errs, d.shm.Close(!d.cfg.KeepRegion))
 		d.shm = nil
 	}
@@ -459,6 +467,16 @@ func (d *Device) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closePort closes the device's port, once: a failed device's at once,
+// so its peers' frames stop queueing for it, and every other one in Close.
+func (d *Device) closePort() error {
+	if d.port == nil {
+		return nil
+	}
+	d.portClose.Do(func() { d.portErr = d.port.Close() })
+	return d.portErr
 }
 
 func (d *Device) count(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }

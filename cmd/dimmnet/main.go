@@ -17,13 +17,15 @@ commands:
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
 
-  serve      the backend daemon: devices in /dev/shm behind QEMU ivshmem
-             server sockets (dimmnet serve --dir DIR --nodes N)
+  serve      the backend daemon: devices in shared memory behind QEMU ivshmem
+             server sockets (dimmnet serve [--dir DIR] --nodes N; the
+             default DIR is $XDG_RUNTIME_DIR/dimmnet, /run/dimmnet for root)
 
   fs         mount a live /dev-like view of every device a daemon serves
-             (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
-             no SOCK inside a lab guest: the PCI device)
+             (dimmnet fs [--dir DIR] [--rw] MOUNTPOINT)
+  stat       print a device's registers and counters (dimmnet stat [-w] [SOCK];
+             no SOCK: the default DIR's node0.sock, or inside a lab guest
+             the PCI device)
   trace      stream a daemon device's live trace, decoded: commands, statuses,
              doorbells, interrupts, frames, violations (dimmnet trace SOCK)
   conform    run a driver program against checked devices in every situation

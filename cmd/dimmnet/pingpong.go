@@ -20,6 +20,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ func pingpongCmd(args []string) error {
 	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (docs/sandbox.md); records carry violations, which the run prints; with --link shm both processes check")
 	keyFile := fs.String("key", "", "authenticate every frame with this pre-shared key file (at least 16 bytes, mode 0600): the in-process pair also measures the same sizes without a key first and prints what the key costs (records carry keyed, unkeyed and key_ratio); with --link shm both processes use it")
 	quiet := fs.Bool("q", false, "no progress line")
-	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
+	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve (a bare name such as node0.sock is in serve's default directory), then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
@@ -79,6 +80,12 @@ func pingpongCmd(args []string) error {
 			socks := strings.Split(*attach, ",")
 			if len(socks) != 2 {
 				return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+			}
+			for i := range socks {
+				var err error
+				if socks[i], err = rundir.Socket(socks[i]); err != nil {
+					return fmt.Errorf("--attach: %w", err)
+				}
 			}
 			pp = attachPair(socks[0], socks[1])
 		} else {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
@@ -24,7 +25,7 @@ func traceCmd(args []string) error {
 	pcapFile := fs.String("pcap", "", "also write every frame the device sends and receives to this pcap file (the generated dissector decodes it)")
 	count := fs.Int("n", 0, "stop after this many records (0: until Ctrl-C or the daemon stops)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dimmnet trace [flags] DIR/node<K>.sock (or DIR/node<K>.trace)")
+		fmt.Fprintln(fs.Output(), "usage: dimmnet trace [flags] node<K>.sock (the default directory's) or DIR/node<K>.sock (or its .trace)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -34,7 +35,11 @@ func traceCmd(args []string) error {
 		fs.Usage()
 		return errors.New("want one socket")
 	}
-	r, err := tracesock.Dial(tracesock.Path(fs.Arg(0)), *pcapFile != "")
+	sock, err := rundir.Socket(fs.Arg(0)) // a bare name: the default directory's
+	if err != nil {
+		return err
+	}
+	r, err := tracesock.Dial(tracesock.Path(sock), *pcapFile != "")
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dimmnet/dimmnet/vdev"
 )
 
@@ -49,17 +51,32 @@ type Server struct {
 	conn map[net.Conn]bool
 }
 
-// Listen serves dev's trace at path, owner-only (mode 0600): the trace
-// shows every command and frame of the device.
-func Listen(path string, dev *vdev.Device, log *slog.Logger) (*Server, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(path) // a stale socket of ours (the daemon's directory lock is held)
+// Listen serves dev's trace at path with mode (and group gid, when > 0),
+// as the daemon's ivshmem sockets: the trace shows every command and frame
+// of the device. A stale socket of ours is replaced; anything else at the
+// path is left alone and refused.
+func Listen(path string, mode os.FileMode, gid int, dev *vdev.Device, log *slog.Logger) (*Server, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() {
+			return nil, fmt.Errorf("trace socket %s: %w (mode %o, uid %d)", path, ErrNotOurs, st.Mode, st.Uid)
+		}
+		if err := os.Remove(path); err != nil { // the daemon's directory lock is held: nobody serves it
+			return nil, fmt.Errorf("trace socket %s: %w", path, err)
+		}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("trace socket %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	ln.SetUnlinkOnClose(true)
+	if gid > 0 {
+		if err := os.Lchown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("trace socket %s: %w", path, err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("trace socket %s: %w", path, err)
 	}
@@ -68,6 +85,9 @@ func Listen(path string, dev *vdev.Device, log *slog.Logger) (*Server, error) {
 	go s.accept()
 	return s, nil
 }
+
+// ErrNotOurs means something other than our own socket is at the path.
+var ErrNotOurs = errors.New("tracesock: not our socket")
 
 func (s *Server) accept() {
 	defer s.wg.Done()
