@@ -213,3 +213,28 @@ func TestCheckedDeviceQuietForACorrectDriver(t *testing.T) {
 		}
 	}
 }
+
+// A driver that floods violations has every one counted and at most
+// ViolLogPerSecond a second logged.
+func TestCheckedDeviceRateLimitsTheLog(t *testing.T) {
+	cp := newCheckedPair(t)
+	d := cp.a
+	const n = 3 * uapi.ViolLogPerSecond / 2
+	for i := range n {
+		d.r.Store64(uapi.RegMTU, uint64(1000+i)) // a read-only register, again and again
+		cp.run()
+	}
+	if got := violations(d); got != n {
+		t.Fatalf("VIOLATIONS %d, want %d: every one counted", got, n)
+	}
+	vs := d.r.ReadViolations()
+	if last := vs[len(vs)-1].Seq; last != uapi.ViolLogPerSecond {
+		t.Fatalf("%d logged within the second, want %d", last, uapi.ViolLogPerSecond)
+	}
+	cp.now += 1_000_000_000 // a second later the log takes more
+	d.r.Store64(uapi.RegMTU, 1)
+	cp.run()
+	if vs := d.r.ReadViolations(); vs[len(vs)-1].Seq != uapi.ViolLogPerSecond+1 {
+		t.Fatalf("nothing logged the next second: %v", vs[len(vs)-1])
+	}
+}
