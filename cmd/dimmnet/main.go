@@ -26,6 +26,9 @@ commands:
              no SOCK inside a lab guest: the PCI device)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
+  fabric-bench
+             the RHiNET-2 multicast paper's Tables 2-5 on the switch-fabric
+             model beside the paper's numbers (plots: dimmnet-plot on --json)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -53,6 +56,8 @@ func main() {
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":
 		err = lmmcBenchCmd(os.Args[2:])
+	case "fabric-bench":
+		err = fabricBenchCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -22,8 +22,8 @@ func TestPaperFindings(t *testing.T) {
 	// only ones.
 	known := map[string]bool{
 		"RO 8-12% over SHO at 64 hosts, 5-7.5% at 16/32 (17 flits)": true,
-		"SCO about 12% behind SHO at 69 flits on the mesh":           true,
-		"HIO falls to third at 69 flits on the mesh":                 true,
+		"SCO about 12% behind SHO at 69 flits on the mesh":          true,
+		"HIO falls to third at 69 flits on the mesh":                true,
 	}
 	for _, f := range rep.Findings() {
 		switch {
