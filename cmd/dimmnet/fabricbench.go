@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/dimmnet/dimmnet/driver/collective"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
@@ -53,7 +54,7 @@ func fabricBenchCmd(args []string) error {
 			head = append(head, c.Label)
 		}
 		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-		for _, o := range fabric.Orders {
+		for _, o := range collective.Orders {
 			row := []string{o}
 			for ci := range tb.Columns {
 				r := rep.Cell(tb.Name, o, ci)
@@ -64,7 +65,7 @@ func fabricBenchCmd(args []string) error {
 		row := []string{"spread"}
 		for ci := range tb.Columns {
 			lo, hi, plo, phi := 1e9, 0.0, 1e9, 0.0
-			for _, o := range fabric.Orders {
+			for _, o := range collective.Orders {
 				r := rep.Cell(tb.Name, o, ci)
 				lo, hi, plo, phi = min(lo, r.US), max(hi, r.US), min(plo, r.PaperUS), max(phi, r.PaperUS)
 			}

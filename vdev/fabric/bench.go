@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/dimmnet/dimmnet/driver/collective"
 )
 
 // Record is one regenerated table cell, as fabric-bench --json prints it.
@@ -53,7 +55,7 @@ func Regenerate(m Model, progress func(string)) (Report, error) {
 	for _, tb := range PaperTables {
 		var ts, tn float64
 		for ci, col := range tb.Columns {
-			for _, o := range Orders {
+			for _, o := range collective.Orders {
 				progress(fmt.Sprintf("table %s: %s, %s", tb.Name, col.Label, o))
 				us, err := m.Cell(tb, o, ci)
 				if err != nil {
@@ -73,7 +75,7 @@ func Regenerate(m Model, progress func(string)) (Report, error) {
 				}
 			}
 		}
-		cells := float64(len(tb.Columns) * len(Orders))
+		cells := float64(len(tb.Columns) * len(collective.Orders))
 		rep.PerTable[tb.Name] = [2]float64{ts / cells, tn / cells}
 	}
 	rep.MeanRelErr, rep.NoFabricRelErr = sum/float64(n), sumNF/float64(n)
@@ -107,8 +109,8 @@ func (r Report) Inversions() []Inversion {
 	var out []Inversion
 	for _, tb := range PaperTables {
 		for ci, col := range tb.Columns {
-			for _, a := range Orders {
-				for _, b := range Orders {
+			for _, a := range collective.Orders {
+				for _, b := range collective.Orders {
 					pa, pb := tb.Paper[a][ci], tb.Paper[b][ci]
 					if pa >= pb || (pb-pa)/pa <= 0.01 {
 						continue
@@ -142,7 +144,7 @@ func (r Report) Findings() []Finding {
 	var bad []string
 	for _, tb := range PaperTables {
 		for ci, col := range tb.Columns {
-			os := append([]string(nil), Orders...)
+			os := append([]string(nil), collective.Orders...)
 			sort.SliceStable(os, func(i, j int) bool { return us(tb.Name, os[i], ci) > us(tb.Name, os[j], ci) })
 			two := map[string]bool{os[0]: true, os[1]: true}
 			if !two["RO"] || !two["1SHO-3RO"] {
@@ -162,7 +164,7 @@ func (r Report) Findings() []Finding {
 				continue
 			}
 			best := math.Inf(1)
-			for _, o := range Orders {
+			for _, o := range collective.Orders {
 				best = math.Min(best, us(tb.Name, o, ci))
 			}
 			if s := us(tb.Name, "SHIO", ci); s > best*1.002 {
@@ -207,7 +209,7 @@ func (r Report) Findings() []Finding {
 	g := us("5", "SCO", 0)/us("5", "SHO", 0) - 1
 	add("SCO about 12% behind SHO at 69 flits on the mesh", g >= 0.09 && g <= 0.15, "%.1f%% (paper 12.2%%)", 100*g)
 	rank := 1
-	for _, o := range Orders {
+	for _, o := range collective.Orders {
 		if o != "HIO" && us("5", o, 0) < us("5", "HIO", 0) {
 			rank++
 		}
@@ -217,7 +219,7 @@ func (r Report) Findings() []Finding {
 	bad = nil
 	var dl []string
 	for _, t := range []string{"2", "3"} {
-		for _, o := range Orders {
+		for _, o := range collective.Orders {
 			p := us(t, o, 0)
 			for c := 1; c < 4; c++ {
 				if us(t, o, c) >= p {
@@ -233,7 +235,7 @@ func (r Report) Findings() []Finding {
 	add("DL and SBP within 0.2%", len(dl) == 0, "%v", dl)
 	// 6. Table 5: the 14-switch fat tree slower than the 6-switch one.
 	bad = nil
-	for _, o := range Orders {
+	for _, o := range collective.Orders {
 		if us("5", o, 1) <= us("5", o, 2) {
 			bad = append(bad, fmt.Sprintf("%s: %.2f vs %.2f", o, us("5", o, 1), us("5", o, 2)))
 		}

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+
+	"github.com/dimmnet/dimmnet/driver/collective"
 )
 
 // ErrBadList is returned for a visiting list that is not a permutation of
@@ -333,7 +335,7 @@ func (s *sim) start(h, b int) {
 func (s *sim) checkGathered(h int) {
 	hs := &s.hosts[h]
 	n := len(s.list)
-	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(Children(hs.pos, n)) {
+	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(collective.Children(hs.pos, n)) {
 		return
 	}
 	hs.gathered[hs.barrier%4] = 0
@@ -342,13 +344,13 @@ func (s *sim) checkGathered(h int) {
 		return
 	}
 	hs.phase = 1
-	s.send(h, kindGather, hs.barrier, Parent(hs.pos))
+	s.send(h, kindGather, hs.barrier, collective.Parent(hs.pos))
 }
 
 func (s *sim) release(h int) {
 	hs := &s.hosts[h]
 	hs.phase = 2
-	ch := Children(hs.pos, len(s.list))
+	ch := collective.Children(hs.pos, len(s.list))
 	hs.sendsDue = len(ch)
 	if len(ch) == 0 {
 		s.finish(h)
@@ -499,7 +501,7 @@ func Multicast(r *Routing, list []int, par Params) (int64, error) {
 	s.target = 1
 	// Drive the release tree by hand over the first n positions.
 	sendAll := func(h int) {
-		for _, c := range Children(s.pos[h], n) {
+		for _, c := range collective.Children(s.pos[h], n) {
 			s.send(h, kindRelease, 0, c)
 		}
 	}

@@ -1,6 +1,10 @@
 package fabric
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/collective"
+)
 
 // Fig. 6 calibration: a 2-host barrier grows by 2 x HopDelay per extra
 // switch on the path, and costs 2 x (host cost + serialization + hops) in
@@ -38,7 +42,7 @@ func TestPeriodicExtrapolationExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Layout{HostSwitch: topo.HostSwitch}
+	l := collective.Map{HostSwitch: topo.HostSwitch}
 	lists, _ := l.Lists("RO", 3, 1)
 	par := PaperParams(69, 3*Microsecond)
 	long, err := Barriers(r, lists[0], par, 100000)
@@ -71,7 +75,7 @@ func TestMulticastSteps(t *testing.T) {
 	topo := Mesh("mesh4x4", 4, 4, 4)
 	r, _ := NewRouting(topo, "sbp")
 	par := PaperParams(17, 2*Microsecond)
-	l := Layout{HostSwitch: topo.HostSwitch}
+	l := collective.Map{HostSwitch: topo.HostSwitch}
 	d, err := Multicast(r, l.SHIO(), par)
 	if err != nil {
 		t.Fatal(err)

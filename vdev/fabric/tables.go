@@ -3,6 +3,8 @@ package fabric
 import (
 	"fmt"
 	"math"
+
+	"github.com/dimmnet/dimmnet/driver/collective"
 )
 
 // Column is one column of a paper table: a topology under a routing.
@@ -82,7 +84,7 @@ func (m Model) Cell(tb Table, order string, col int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	lists, err := Layout{HostSwitch: topo.HostSwitch}.Lists(order, m.Seed, m.Lists)
+	lists, err := collective.Map{HostSwitch: topo.HostSwitch}.Lists(order, m.Seed, m.Lists)
 	if err != nil {
 		return 0, err
 	}
@@ -134,13 +136,13 @@ func (m Model) FitHostCost(flits int) (int64, error) {
 
 // NoFabric is the baseline a fabric model must beat: every message costs
 // the same constant, fitted on the same cell, so a barrier over n hosts
-// takes 2 x Steps(n) of them.
+// takes 2 x collective.Steps(n) of them.
 func NoFabric(tb Table, col int) float64 {
 	fc := FitCells[tb.Flits]
 	ft, _ := TableByName(fc.Table)
 	c := ft.Paper[fc.Order][fc.Column] / 12 // 64 hosts: 6 + 6 steps
 	topo, _ := NewTopology(tb.Columns[col].Topology)
-	return float64(2*Steps(topo.Hosts())) * c
+	return float64(2*collective.Steps(topo.Hosts())) * c
 }
 
 // RelErr is |got-want|/want.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dimmnet/dimmnet/driver/collective"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -50,7 +51,7 @@ func Draw(w io.Writer, name, table string, records []fabric.Record) error {
 	p.X.Label.Text = "visiting order"
 	idx := map[string]int{}
 	var ticks []plot.Tick
-	for i, o := range fabric.Orders {
+	for i, o := range collective.Orders {
 		idx[o] = i
 		ticks = append(ticks, plot.Tick{Value: float64(i), Label: o})
 	}

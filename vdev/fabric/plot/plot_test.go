@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dimmnet/dimmnet/driver/collective"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
 func TestDrawTable(t *testing.T) {
 	var recs []fabric.Record
-	for i, o := range fabric.Orders {
+	for i, o := range collective.Orders {
 		recs = append(recs, fabric.Record{Table: "3", Order: o, Column: "Up*/Down*", US: 40 + float64(i), PaperUS: 41 + float64(i)})
 	}
 	var b bytes.Buffer

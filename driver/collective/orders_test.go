@@ -1,13 +1,16 @@
-package fabric
+package collective_test
 
 import (
 	"math/rand/v2"
+
+	. "github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"slices"
 	"sort"
 	"testing"
 )
 
-func layout16() Layout { return Layout{HostSwitch: Mesh("m", 2, 2, 4).HostSwitch} }
+func layout16() Map { return Map{HostSwitch: fabric.Mesh("m", 2, 2, 4).HostSwitch} }
 
 // The paper's 16-host examples (4.1.2, hosts 0-15 on switches 0-3).
 func TestPaperExampleLists(t *testing.T) {
@@ -17,7 +20,7 @@ func TestPaperExampleLists(t *testing.T) {
 		name      string
 		got, want []int
 	}{
-		{"HIO", l.HIO(), seq(0, 16)},
+		{"HIO", l.HIO(), seq(16)},
 		{"SHO", l.SHO(so), []int{0, 8, 12, 4, 1, 9, 13, 5, 2, 10, 14, 6, 3, 11, 15, 7}},
 		{"SCO", l.SCO(so), []int{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 4, 5, 6, 7}},
 		{"SHIO", l.SHIO(), []int{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}},
@@ -40,16 +43,16 @@ func TestPaperExampleLists(t *testing.T) {
 func isPermutation(l []int, n int) bool {
 	s := append([]int(nil), l...)
 	sort.Ints(s)
-	return slices.Equal(s, seq(0, n))
+	return slices.Equal(s, seq(n))
 }
 
 func TestListsArePermutationsRootedAtZero(t *testing.T) {
-	for _, name := range TopologyNames {
-		topo, err := NewTopology(name)
+	for _, name := range fabric.TopologyNames {
+		topo, err := fabric.NewTopology(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := Layout{HostSwitch: topo.HostSwitch}
+		l := Map{HostSwitch: topo.HostSwitch}
 		for _, o := range Orders {
 			lists, err := l.Lists(o, 7, 10)
 			if err != nil {
@@ -89,4 +92,12 @@ func TestBinomialPairs(t *testing.T) {
 	if Steps(64) != 6 || Steps(16) != 4 || Steps(5+1) != 3 {
 		t.Fatal("Steps")
 	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package fabric
+package collective
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 )
 
 // ErrUnknownOrder is returned for an order name the package does not build.
-var ErrUnknownOrder = errors.New("fabric: unknown order")
+var ErrUnknownOrder = errors.New("collective: unknown order")
 
 // Orders are the paper's visiting orders, in its tables' row order.
 var Orders = []string{"RO", "SHO", "SCO", "1SHO-3RO", "SHIO", "HIO"}
@@ -16,16 +16,22 @@ var Orders = []string{"RO", "SHO", "SCO", "1SHO-3RO", "SHIO", "HIO"}
 // each over 10 lists.
 var RandomOrders = map[string]bool{"RO": true, "SHO": true, "SCO": true, "1SHO-3RO": true}
 
-// Layout is what an order needs to know of a fabric: which switch each
-// host hangs off. Host 0 is the root.
-type Layout struct {
-	// HostSwitch is the switch of each host, by host id.
+// Map is what the orders need to know of a fabric, as the fabric reports
+// it: which switch each node hangs off. Node ranks are positions in
+// HostSwitch; rank 0 is the root.
+type Map struct {
+	// HostSwitch is the switch of each node, by rank; ranks follow switch
+	// ids (switch 0 holds the first ranks), as the paper's HIO and SHIO
+	// assume.
 	HostSwitch []int
+	// Switches, if set, is how many switches a message from rank a to
+	// rank b crosses; only reports use it.
+	Switches func(a, b int) int
 }
 
 // switches lists, in id order, the switches with hosts, and per switch its
 // hosts in id order.
-func (l Layout) switches() ([]int, map[int][]int) {
+func (l Map) switches() ([]int, map[int][]int) {
 	per := map[int][]int{}
 	var ss []int
 	for h, s := range l.HostSwitch {
@@ -44,7 +50,7 @@ func (l Layout) switches() ([]int, map[int][]int) {
 
 // SwitchOrder draws the random switch order SHO, SCO and 1SHO-3RO share:
 // the root's switch first, the others shuffled.
-func (l Layout) SwitchOrder(rng *rand.Rand) []int {
+func (l Map) SwitchOrder(rng *rand.Rand) []int {
 	ss, _ := l.switches()
 	root := l.HostSwitch[0]
 	var rest []int
@@ -58,10 +64,10 @@ func (l Layout) SwitchOrder(rng *rand.Rand) []int {
 }
 
 // HIO visits hosts by id.
-func (l Layout) HIO() []int { return seq(0, len(l.HostSwitch)) }
+func (l Map) HIO() []int { return seq(0, len(l.HostSwitch)) }
 
 // RO visits the root, then the other hosts in random order.
-func (l Layout) RO(rng *rand.Rand) []int {
+func (l Map) RO(rng *rand.Rand) []int {
 	rest := seq(1, len(l.HostSwitch))
 	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	return append([]int{0}, rest...)
@@ -70,7 +76,7 @@ func (l Layout) RO(rng *rand.Rand) []int {
 // SHO visits, in switch order so, the first host of every switch, then
 // the second of every switch, and so on: in a broadcast over the list the
 // last steps stay inside switches.
-func (l Layout) SHO(so []int) []int {
+func (l Map) SHO(so []int) []int {
 	_, per := l.switches()
 	var list []int
 	for j := 0; ; j++ {
@@ -89,7 +95,7 @@ func (l Layout) SHO(so []int) []int {
 // SCO visits the same switch order as SHO with each switch's hosts
 // together, which makes the inter-switch steps carry one packet per host
 // of a switch over the same cables at once: SHO made to contend.
-func (l Layout) SCO(so []int) []int {
+func (l Map) SCO(so []int) []int {
 	_, per := l.switches()
 	var list []int
 	for _, s := range so {
@@ -101,7 +107,7 @@ func (l Layout) SCO(so []int) []int {
 // OneSHO3RO keeps SHO's first positions (one host per switch) and fills
 // the rest with the remaining hosts in random order, isolating what SHO's
 // in-switch last steps are worth.
-func (l Layout) OneSHO3RO(so []int, rng *rand.Rand) []int {
+func (l Map) OneSHO3RO(so []int, rng *rand.Rand) []int {
 	sho := l.SHO(so)
 	head := append([]int(nil), sho[:len(so)]...)
 	rest := append([]int(nil), sho[len(so):]...)
@@ -111,7 +117,7 @@ func (l Layout) OneSHO3RO(so []int, rng *rand.Rand) []int {
 
 // SHIO visits switches in id order, first host of each, then the second
 // of each, and so on.
-func (l Layout) SHIO() []int {
+func (l Map) SHIO() []int {
 	ss, _ := l.switches()
 	return l.SHO(ss)
 }
@@ -119,7 +125,7 @@ func (l Layout) SHIO() []int {
 // Lists builds the visiting lists the paper averages for one order:
 // ten for the random orders (drawn from seed; SHO, SCO and 1SHO-3RO share
 // the same ten switch orders), one for HIO and SHIO.
-func (l Layout) Lists(order string, seed uint64, count int) ([][]int, error) {
+func (l Map) Lists(order string, seed uint64, count int) ([][]int, error) {
 	switch order {
 	case "HIO":
 		return [][]int{l.HIO()}, nil
@@ -184,6 +190,14 @@ func Steps(n int) int {
 	s := 0
 	for 1<<s < n {
 		s++
+	}
+	return s
+}
+
+func seq(a, b int) []int {
+	var s []int
+	for i := a; i < b; i++ {
+		s = append(s, i)
 	}
 	return s
 }

@@ -1,0 +1,239 @@
+package collective_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
+	"github.com/dimmnet/dimmnet/vdev/link/switched"
+	"github.com/dimmnet/dimmnet/vdev/wire"
+)
+
+// group is 64 real devices on the 4x4 mesh of switches, one Comm each.
+type group struct {
+	local *vdev.Local
+	drvs  []*driver.Driver
+	comms []*collective.Comm
+	m     collective.Map
+}
+
+func newGroup(t testing.TB, topoName, routing string, obs collective.Observer) *group {
+	t.Helper()
+	topo, err := fabric.NewTopology(topoName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fabric.NewRouting(topo, routing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := switched.New(topo, r, switched.PaperConfig(4096+wire.FrameOverhead))
+	l, err := switched.NewLocal(vdev.Config{RegionSize: 1 << 20}, f, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &group{local: l, m: collective.Map{HostSwitch: topo.HostSwitch, Switches: f.Switches}}
+	t.Cleanup(func() {
+		for _, d := range g.drvs {
+			d.Close()
+		}
+		l.Close()
+	})
+	nodes := make([]uint16, len(l.Devices))
+	for i, d := range l.Devices {
+		nodes[i] = d.Node()
+	}
+	for i, d := range l.Devices {
+		drv, err := driver.Open(driver.InProcessDevice(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.drvs = append(g.drvs, drv)
+		c, err := collective.New(drv, i, nodes, collective.Options{Observer: obs, DataAddr: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.comms = append(g.comms, c)
+	}
+	return g
+}
+
+// run runs script on every rank at once and returns the first error.
+func (g *group) run(script func(c *collective.Comm, d *driver.Driver) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.comms))
+	for i := range g.comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = script(g.comms[i], g.drvs[i])
+		}()
+	}
+	wg.Wait()
+	// The first failure, not the waits it caused on the other ranks.
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, driver.ErrTimeout) {
+			return e
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type deliveries struct {
+	mu  sync.Mutex
+	got map[[2]uint64]int // (rank, op) -> data messages
+}
+
+func (d *deliveries) Received(rank, from int, k collective.Kind, op uint64) {
+	if k != collective.Data {
+		return
+	}
+	d.mu.Lock()
+	d.got[[2]uint64{uint64(rank), op}]++
+	d.mu.Unlock()
+}
+
+func payload(op uint64) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("op%05d.", op)), 8) // 64 bytes
+}
+
+// Every order's multicast reaches every destination exactly once, with the
+// root's bytes, over 64 real devices behind the mesh's switches; and a
+// multicast to part of the group reaches that part only.
+func TestEveryOrderDeliversOnce(t *testing.T) {
+	obs := &deliveries{got: map[[2]uint64]int{}}
+	g := newGroup(t, "mesh4x4", "updown", obs)
+	var lists [][]int
+	for _, o := range collective.Orders {
+		ls, err := g.m.Lists(o, 5, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists = append(lists, ls...)
+	}
+	part := []int{0, 17, 33, 5, 62, 40} // 5 destinations: 3 steps
+	type op struct {
+		list  []int
+		multi bool
+	}
+	var ops []op
+	for _, l := range lists {
+		ops = append(ops, op{l, true}, op{l, false})
+	}
+	ops = append(ops, op{part, true}, op{lists[0], false})
+	err := g.run(func(c *collective.Comm, d *driver.Driver) error {
+		for _, o := range ops {
+			if !o.multi {
+				if err := c.Barrier(o.list); err != nil {
+					return err
+				}
+				continue
+			}
+			in := false
+			for _, r := range o.list {
+				in = in || r == c.Rank()
+			}
+			if !in {
+				c.Skip()
+				continue
+			}
+			want := payload(c.Op() + 1)
+			if o.list[0] == c.Rank() {
+				d.CopyIn(4096, want)
+			}
+			if err := c.Multicast(o.list, uint32(len(want))); err != nil {
+				return err
+			}
+			got := make([]byte, len(want))
+			d.CopyOut(got, 4096)
+			if !bytes.Equal(got, want) {
+				return fmt.Errorf("rank %d op %d: payload %q, root sent %q", c.Rank(), c.Op(), got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range ops {
+		if !o.multi {
+			continue
+		}
+		opn := uint64(i + 1)
+		dest := map[int]bool{}
+		for _, r := range o.list[1:] {
+			dest[r] = true
+		}
+		for r := range g.comms {
+			want := 0
+			if dest[r] {
+				want = 1
+			}
+			if n := obs.got[[2]uint64{uint64(r), opn}]; n != want {
+				t.Errorf("op %d (list %v...): rank %d got the payload %d times, want %d", opn, o.list[:4], r, n, want)
+			}
+		}
+	}
+}
+
+// gatherWatch counts gather messages per barrier as ranks take them in and
+// records any release taken in before all n-1 of its barrier's gathers.
+type gatherWatch struct {
+	n        int
+	gathered [1024]atomic.Int64
+	early    atomic.Int64
+	releases atomic.Int64
+}
+
+func (w *gatherWatch) Received(rank, from int, k collective.Kind, op uint64) {
+	switch k {
+	case collective.Gather:
+		w.gathered[op].Add(1)
+	case collective.Release:
+		w.releases.Add(1)
+		if w.gathered[op].Load() != int64(w.n-1) {
+			w.early.Add(1)
+		}
+	}
+}
+
+// No rank is released from a barrier before every gather message of that
+// barrier has arrived, for every order, on 64 real devices.
+func TestBarrierNeverReleasesEarly(t *testing.T) {
+	w := &gatherWatch{n: 64}
+	g := newGroup(t, "mesh4x4", "updown", w)
+	var lists [][]int
+	for _, o := range collective.Orders {
+		ls, err := g.m.Lists(o, 9, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			lists = append(lists, ls[0])
+		}
+	}
+	err := g.run(func(c *collective.Comm, _ *driver.Driver) error {
+		for _, l := range lists {
+			if err := c.Barrier(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := w.early.Load(); e != 0 {
+		t.Fatalf("%d releases arrived before their barrier's gathers", e)
+	}
+	if got, want := w.releases.Load(), int64(len(lists)*63); got != want {
+		t.Fatalf("%d releases, want %d", got, want)
+	}
+}
