@@ -14,6 +14,7 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
@@ -37,6 +38,7 @@ const (
 	Gather  Kind = 1 // a barrier's gather: this subtree has arrived
 	Release Kind = 2 // a barrier's release
 	Data    Kind = 3 // a multicast's payload
+	Each    Kind = 4 // an all-to-all's message
 )
 
 func (k Kind) String() string {
@@ -47,6 +49,8 @@ func (k Kind) String() string {
 		return "release"
 	case Data:
 		return "data"
+	case Each:
+		return "all-to-all"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -87,6 +91,7 @@ type Comm struct {
 	opts   Options
 	op     uint64
 	early  map[msgKey]int
+	got    time.Time // when the last multicast's payload arrived here
 }
 
 // New makes rank's end of the group whose ranks run on devices nodes
@@ -187,11 +192,29 @@ func (c *Comm) Multicast(list []int, n uint32) error {
 		if err := c.await(Data, 1); err != nil {
 			return fmt.Errorf("multicast %d, rank %d: %w", c.op, c.rank, err)
 		}
+		c.got = time.Now()
 	}
 	for _, ch := range Children(pos, len(list)) {
 		if err := c.send(list[ch], Data, n); err != nil {
 			return fmt.Errorf("multicast %d, rank %d: %w", c.op, c.rank, err)
 		}
+	}
+	return nil
+}
+
+// AllToAll sends one 8-byte message to every other rank and takes one
+// from each: the densest pattern a group has, what shows whether idle
+// devices cost anything and busy ones share cores fairly.
+func (c *Comm) AllToAll() error {
+	c.op++
+	n := len(c.nodes)
+	for k := 1; k < n; k++ {
+		if err := c.send((c.rank+k)%n, Each, 0); err != nil {
+			return fmt.Errorf("all-to-all %d, rank %d: %w", c.op, c.rank, err)
+		}
+	}
+	if err := c.await(Each, n-1); err != nil {
+		return fmt.Errorf("all-to-all %d, rank %d: %w", c.op, c.rank, err)
 	}
 	return nil
 }

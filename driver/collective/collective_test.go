@@ -2,7 +2,6 @@ package collective_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,12 +15,11 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
-// group is 64 real devices on the 4x4 mesh of switches, one Comm each.
+// group is real devices on a topology's switches, one Comm each.
 type group struct {
-	local *vdev.Local
-	drvs  []*driver.Driver
-	comms []*collective.Comm
-	m     collective.Map
+	*collective.Group
+	drvs []*driver.Driver
+	m    collective.Map
 }
 
 func newGroup(t testing.TB, topoName, routing string, obs collective.Observer) *group {
@@ -30,6 +28,11 @@ func newGroup(t testing.TB, topoName, routing string, obs collective.Observer) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newGroupOn(t, topo, routing, obs)
+}
+
+func newGroupOn(t testing.TB, topo *fabric.Topology, routing string, obs collective.Observer) *group {
+	t.Helper()
 	r, err := fabric.NewRouting(topo, routing)
 	if err != nil {
 		t.Fatal(err)
@@ -39,51 +42,29 @@ func newGroup(t testing.TB, topoName, routing string, obs collective.Observer) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &group{local: l, m: collective.Map{HostSwitch: topo.HostSwitch, Switches: f.Switches}}
+	g := &group{m: collective.Map{HostSwitch: topo.HostSwitch, Switches: f.Switches}}
 	t.Cleanup(func() {
 		for _, d := range g.drvs {
 			d.Close()
 		}
 		l.Close()
 	})
-	nodes := make([]uint16, len(l.Devices))
-	for i, d := range l.Devices {
-		nodes[i] = d.Node()
-	}
-	for i, d := range l.Devices {
+	for _, d := range l.Devices {
 		drv, err := driver.Open(driver.InProcessDevice(d))
 		if err != nil {
 			t.Fatal(err)
 		}
 		g.drvs = append(g.drvs, drv)
-		c, err := collective.New(drv, i, nodes, collective.Options{Observer: obs, DataAddr: 4096})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.comms = append(g.comms, c)
+	}
+	if g.Group, err = collective.NewGroup(g.drvs, g.m, collective.Options{Observer: obs}); err != nil {
+		t.Fatal(err)
 	}
 	return g
 }
 
-// run runs script on every rank at once and returns the first error.
+// run runs script on every rank with its driver.
 func (g *group) run(script func(c *collective.Comm, d *driver.Driver) error) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(g.comms))
-	for i := range g.comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = script(g.comms[i], g.drvs[i])
-		}()
-	}
-	wg.Wait()
-	// The first failure, not the waits it caused on the other ranks.
-	for _, e := range errs {
-		if e != nil && !errors.Is(e, driver.ErrTimeout) {
-			return e
-		}
-	}
-	return errors.Join(errs...)
+	return g.Run(func(c *collective.Comm) error { return script(c, g.drvs[c.Rank()]) })
 }
 
 type deliveries struct {
@@ -146,7 +127,7 @@ func TestEveryOrderDeliversOnce(t *testing.T) {
 			}
 			want := payload(c.Op() + 1)
 			if o.list[0] == c.Rank() {
-				d.CopyIn(4096, want)
+				d.CopyIn(4096, want) // the default DataAddr
 			}
 			if err := c.Multicast(o.list, uint32(len(want))); err != nil {
 				return err
@@ -171,7 +152,7 @@ func TestEveryOrderDeliversOnce(t *testing.T) {
 		for _, r := range o.list[1:] {
 			dest[r] = true
 		}
-		for r := range g.comms {
+		for r := range g.Comms {
 			want := 0
 			if dest[r] {
 				want = 1
