@@ -28,10 +28,13 @@ func newGroup(t testing.TB, topoName, routing string, obs collective.Observer) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newGroupOn(t, topo, routing, obs)
+	return newGroupOn(t, topo, routing, obs, false)
 }
 
-func newGroupOn(t testing.TB, topo *fabric.Topology, routing string, obs collective.Observer) *group {
+// newGroupOn builds the group; runToCompletion lets each rank's goroutine
+// run its own device (the driver's default), otherwise one engine serves
+// them all.
+func newGroupOn(t testing.TB, topo *fabric.Topology, routing string, obs collective.Observer, runToCompletion bool) *group {
 	t.Helper()
 	r, err := fabric.NewRouting(topo, routing)
 	if err != nil {
@@ -50,7 +53,11 @@ func newGroupOn(t testing.TB, topo *fabric.Topology, routing string, obs collect
 		l.Close()
 	})
 	for _, d := range l.Devices {
-		drv, err := driver.Open(driver.InProcessDevice(d))
+		tr := collective.EngineServed(d)
+		if runToCompletion {
+			tr = driver.InProcessDevice(d)
+		}
+		drv, err := driver.Open(tr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,13 +63,19 @@ type Fabric struct {
 	ports map[[6]byte]*port
 	hosts []*port
 	seq   uint64
+	inter int // inter-switch channels
+	// bufs is one free list for all ports: a frame is taken from the
+	// sender's port and released to the receiver's, so per-port lists
+	// would drain on one side and overflow on the other.
+	bufMu sync.Mutex
+	bufs  [][]byte
 }
 
 // New builds the medium for topology t routed by r.
 func New(t *fabric.Topology, r *fabric.Routing, cfg Config) *Fabric {
 	n := t.Hosts()
 	nc := len(t.Channels()) + 2*n
-	f := &Fabric{cfg: cfg, topo: t, route: r, free: make([][]int64, nc), ports: map[[6]byte]*port{}, hosts: make([]*port, n)}
+	f := &Fabric{cfg: cfg, topo: t, route: r, free: make([][]int64, nc), ports: map[[6]byte]*port{}, hosts: make([]*port, n), inter: len(t.Channels())}
 	for i := range f.free {
 		f.free[i] = make([]int64, max(r.VCs, 1))
 	}
@@ -120,7 +126,6 @@ type port struct {
 	notify func()
 	closed bool
 	queued atomic.Int32
-	bufs   [][]byte
 }
 
 func (p *port) MTU() int              { return p.f.cfg.MTU }
@@ -134,34 +139,38 @@ func (p *port) Lossless() bool { return true }
 // so the device keeps polling instead of sleeping through a hop delay.
 func (p *port) Pending() bool { return p.queued.Load() > 0 }
 
+// Buffer reuses a released frame when there is one: steady traffic
+// allocates nothing.
 func (p *port) Buffer() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.bufs); n > 0 {
-		b := p.bufs[n-1]
-		p.bufs = p.bufs[:n-1]
+	f := p.f
+	f.bufMu.Lock()
+	defer f.bufMu.Unlock()
+	if n := len(f.bufs); n > 0 {
+		b := f.bufs[n-1]
+		f.bufs = f.bufs[:n-1]
 		return b[:0]
 	}
-	return make([]byte, 0, p.f.cfg.MTU)
+	return make([]byte, 0, f.cfg.MTU)
 }
 
 func (p *port) Release(b []byte) {
-	if cap(b) != p.f.cfg.MTU {
+	f := p.f
+	if cap(b) != f.cfg.MTU {
 		return
 	}
-	p.mu.Lock()
-	if len(p.bufs) < 64 {
-		p.bufs = append(p.bufs, b)
+	f.bufMu.Lock()
+	if len(f.bufs) < 4*f.cfg.Depth {
+		f.bufs = append(f.bufs, b)
 	}
-	p.mu.Unlock()
+	f.bufMu.Unlock()
 }
 
 // reserve walks a frame of n bytes from host a to host b, sent at now,
 // through the fabric and returns when its tail reaches b.
 func (f *Fabric) reserve(a, b, n int, now int64) int64 {
 	ser := int64(float64(n*8) / f.cfg.Gbps)
-	inter := len(f.topo.Channels())
-	hosts := f.topo.Hosts()
+	inter := f.inter
+	hosts := len(f.hosts)
 	path := f.route.Path(f.topo.HostSwitch[a], b)
 	t := now
 	take := func(ch, vc int) int64 {
