@@ -29,6 +29,9 @@ commands:
   fabric-bench
              the RHiNET-2 multicast paper's Tables 2-5 on the switch-fabric
              model beside the paper's numbers (plots: dimmnet-plot on --json)
+  barrier    the paper's barrier and multicast orders on 64 real devices
+             behind a switch fabric, beside the model (dimmnet barrier
+             --nodes 64 --topology mesh4x4 --routing updown --order shio)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -58,6 +61,8 @@ func main() {
 		err = lmmcBenchCmd(os.Args[2:])
 	case "fabric-bench":
 		err = fabricBenchCmd(os.Args[2:])
+	case "barrier":
+		err = barrierCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)
