@@ -3,7 +3,9 @@ package fabric
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
 )
@@ -50,33 +52,64 @@ func Regenerate(m Model, progress func(string)) (Report, error) {
 		m.HostCost[f] = h
 	}
 	rep := Report{Model: m, PerTable: map[string][2]float64{}}
-	var sum, sumNF float64
-	var n int
+	// Cells are independent and the model deterministic: run them on
+	// every core, then file them in table order.
+	type job struct {
+		tb    Table
+		ci    int
+		order string
+		us    float64
+		err   error
+	}
+	var jobs []*job
 	for _, tb := range PaperTables {
-		var ts, tn float64
-		for ci, col := range tb.Columns {
+		for ci := range tb.Columns {
 			for _, o := range collective.Orders {
-				progress(fmt.Sprintf("table %s: %s, %s", tb.Name, col.Label, o))
-				us, err := m.Cell(tb, o, ci)
-				if err != nil {
-					return Report{}, err
-				}
-				r := Record{Table: tb.Name, Order: o, Column: col.Label, Topology: col.Topology, Routing: col.Routing,
-					Flits: tb.Flits, US: round2(us), PaperUS: tb.Paper[o][ci], NoFabricUS: round2(NoFabric(tb, ci)),
-					HostCostNs: float64(m.HostCost[tb.Flits]) / float64(Nanosecond)}
-				rep.Records = append(rep.Records, r)
-				e, en := RelErr(us, r.PaperUS), RelErr(r.NoFabricUS, r.PaperUS)
-				ts += e
-				tn += en
-				if tb.Name == "3" || tb.Name == "4" {
-					sum += e
-					sumNF += en
-					n++
-				}
+				jobs = append(jobs, &job{tb: tb, ci: ci, order: o})
 			}
 		}
+	}
+	next := make(chan *job)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				j.us, j.err = m.Cell(j.tb, j.order, j.ci)
+			}
+		}()
+	}
+	for _, j := range jobs {
+		progress(fmt.Sprintf("table %s: %s, %s", j.tb.Name, j.tb.Columns[j.ci].Label, j.order))
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	var sum, sumNF float64
+	var n int
+	sums := map[string][2]float64{}
+	for _, j := range jobs {
+		if j.err != nil {
+			return Report{}, j.err
+		}
+		tb, ci := j.tb, j.ci
+		r := Record{Table: tb.Name, Order: j.order, Column: tb.Columns[ci].Label, Topology: tb.Columns[ci].Topology, Routing: tb.Columns[ci].Routing,
+			Flits: tb.Flits, US: round2(j.us), PaperUS: tb.Paper[j.order][ci], NoFabricUS: round2(NoFabric(tb, ci)),
+			HostCostNs: float64(m.HostCost[tb.Flits]) / float64(Nanosecond)}
+		rep.Records = append(rep.Records, r)
+		e, en := RelErr(j.us, r.PaperUS), RelErr(r.NoFabricUS, r.PaperUS)
+		ts := sums[tb.Name]
+		sums[tb.Name] = [2]float64{ts[0] + e, ts[1] + en}
+		if tb.Name == "3" || tb.Name == "4" {
+			sum += e
+			sumNF += en
+			n++
+		}
+	}
+	for _, tb := range PaperTables {
 		cells := float64(len(tb.Columns) * len(collective.Orders))
-		rep.PerTable[tb.Name] = [2]float64{ts / cells, tn / cells}
+		rep.PerTable[tb.Name] = [2]float64{sums[tb.Name][0] / cells, sums[tb.Name][1] / cells}
 	}
 	rep.MeanRelErr, rep.NoFabricRelErr = sum/float64(n), sumNF/float64(n)
 	return rep, nil
