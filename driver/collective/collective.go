@@ -41,6 +41,7 @@ const (
 	Each    Kind = 4 // an all-to-all's message
 )
 
+// String names the kind as logs and test failures print it.
 func (k Kind) String() string {
 	switch k {
 	case Gather:

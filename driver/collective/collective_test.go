@@ -2,6 +2,7 @@ package collective_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -223,5 +224,20 @@ func TestBarrierNeverReleasesEarly(t *testing.T) {
 	}
 	if got, want := w.releases.Load(), int64(len(lists)*63); got != want {
 		t.Fatalf("%d releases, want %d", got, want)
+	}
+}
+
+// Lists that are not the group's, and ranks outside a multicast's list,
+// are refused before anything is sent.
+func TestBadListsRefused(t *testing.T) {
+	g := newGroupOn(t, &fabric.Topology{Name: "pair", Switches: 1, HostSwitch: []int{0, 0, 0}}, "shortest", nil, false)
+	c := g.Comms[0]
+	for _, bad := range [][]int{{0, 1, 1}, {0, 1, 5}, {0, 1}} {
+		if err := c.Barrier(bad); !errors.Is(err, collective.ErrBadList) {
+			t.Errorf("barrier over %v: %v, want ErrBadList", bad, err)
+		}
+	}
+	if err := g.Comms[2].Multicast([]int{0, 1}, 8); !errors.Is(err, collective.ErrNotInList) {
+		t.Errorf("multicast from a rank outside the list: %v", err)
 	}
 }

@@ -12,14 +12,14 @@ import (
 
 // Record is one regenerated table cell, as fabric-bench --json prints it.
 type Record struct {
-	Table    string  `json:"table"`
-	Order    string  `json:"order"`
-	Column   string  `json:"column"`
-	Topology string  `json:"topology"`
-	Routing  string  `json:"routing"`
-	Flits    int     `json:"flits"`
-	US       float64 `json:"us"`
-	PaperUS  float64 `json:"paper_us"`
+	Table    string  `json:"table"`    // the paper's table number
+	Order    string  `json:"order"`    // the visiting order (row)
+	Column   string  `json:"column"`   // the paper's column heading
+	Topology string  `json:"topology"` // the column's topology (NewTopology name)
+	Routing  string  `json:"routing"`  // the column's routing (NewRouting name)
+	Flits    int     `json:"flits"`    // packet length
+	US       float64 `json:"us"`       // the model's mean barrier time
+	PaperUS  float64 `json:"paper_us"` // the paper's
 	// NoFabricUS is the baseline without a network: steps x one constant.
 	NoFabricUS float64 `json:"no_fabric_us"`
 	// HostCostNs is the fitted host cost per message the cell ran with.
@@ -161,9 +161,9 @@ func (r Report) Inversions() []Inversion {
 
 // Finding is one of the paper's conclusions, checked on the model.
 type Finding struct {
-	Name   string
-	Held   bool
-	Detail string
+	Name   string // the finding, as the issue states it
+	Held   bool   // whether the model reproduces it
+	Detail string // the cells that break it, or the figure checked
 }
 
 // Findings checks the paper's findings the issue lists as targets.

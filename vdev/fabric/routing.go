@@ -15,15 +15,15 @@ var ErrNoPath = errors.New("fabric: routing has no path")
 // Hop is one inter-switch channel of a path and the virtual channel the
 // packet holds on it.
 type Hop struct {
-	Channel int
-	VC      int
+	Channel int // index into Topology.Channels
+	VC      int // data virtual channel, 0..VCs-1
 }
 
 // Routing is a fixed, table-lookup routing: one path per source switch and
 // destination host, as RHiNET-2/SW's tables give (indexed by destination;
 // the VC from the input and output port).
 type Routing struct {
-	Name string
+	Name string // NewRouting's name for it
 	// VCs is how many data virtual channels the routing uses.
 	VCs  int
 	topo *Topology

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
@@ -83,5 +84,22 @@ func TestMulticastSteps(t *testing.T) {
 	one := par.HostCost + par.Serialization() + par.HopDelay
 	if d < 6*one || d > 6*one+6*4*par.HopDelay+int64(6)*par.HostCost/2 {
 		t.Fatalf("64-host multicast %d ps, 6 steps of %d", d, one)
+	}
+}
+
+func TestBadListRefused(t *testing.T) {
+	topo := Clos(16)
+	r, err := NewRouting(topo, "shortest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	par := PaperParams(17, Microsecond)
+	for _, l := range [][]int{{0, 1}, append(make([]int, 15), 0)} {
+		if _, err := Barriers(r, l, par, 1); !errors.Is(err, ErrBadList) {
+			t.Errorf("list %v: %v, want ErrBadList", l, err)
+		}
+	}
+	if _, err := Multicast(r, []int{0, 3, 3}, par); !errors.Is(err, ErrBadList) {
+		t.Errorf("multicast with a repeated host: %v", err)
 	}
 }

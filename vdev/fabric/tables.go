@@ -17,9 +17,9 @@ type Column struct {
 // Table is one of the paper's result tables: barrier time in µs per order
 // (rows, in Orders' order) and column.
 type Table struct {
-	Name    string
-	Caption string
-	Flits   int
+	Name    string // "2".."5"
+	Caption string // what the table measures
+	Flits   int    // packet length: 17 (PIO) or 69 (DMA)
 	Columns []Column
 	// Paper[order][column] in µs, as printed.
 	Paper map[string][]float64

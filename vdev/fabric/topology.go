@@ -25,8 +25,8 @@ const SwitchPorts = 8
 // inter-switch cables. Host ids follow switch ids (switch 0 holds the first
 // hosts), as on the paper's cluster, because HIO and SHIO depend on it.
 type Topology struct {
-	Name     string
-	Switches int
+	Name     string // NewTopology's name for it
+	Switches int    // switch count; ids 0..Switches-1
 	// HostSwitch is the switch each host hangs off, by host id.
 	HostSwitch []int
 	// Links are the inter-switch cables; parallel cables between one pair
@@ -80,7 +80,7 @@ func (t *Topology) LocalIndex(h int) int {
 // Channel is one direction of an inter-switch cable: channel 2l runs
 // Links[l][0] -> Links[l][1], 2l+1 the other way.
 type Channel struct {
-	From, To int
+	From, To int // switch ids
 }
 
 // Channels lists the directed inter-switch channels, indexed by channel id.
