@@ -18,15 +18,15 @@ import (
 
 // barrierRecord is one order's line of dimmnet barrier --json.
 type barrierRecord struct {
-	Topology      string  `json:"topology"`
-	Routing       string  `json:"routing"`
-	Order         string  `json:"order"`
-	Nodes         int     `json:"nodes"`
-	Switches      float64 `json:"switches_per_message"`
-	BarrierUs     float64 `json:"barrier_us"`
-	MulticastUs   float64 `json:"multicast_us"`
-	ModelBarrier  float64 `json:"model_barrier_us"`
-	ModelMulticst float64 `json:"model_multicast_us"`
+	Topology       string  `json:"topology"`
+	Routing        string  `json:"routing"`
+	Order          string  `json:"order"`
+	Nodes          int     `json:"nodes"`
+	Switches       float64 `json:"switches_per_message"`
+	BarrierUs      float64 `json:"barrier_us"`
+	MulticastUs    float64 `json:"multicast_us"`
+	ModelBarrier   float64 `json:"model_barrier_us"`
+	ModelMulticast float64 `json:"model_multicast_us"`
 }
 
 // barrierCmd runs the RHiNET-2 paper's barrier and multicast orders on real
@@ -141,7 +141,7 @@ func barrierCmd(args []string) error {
 			rec.BarrierUs += b.Seconds() * 1e6
 			rec.MulticastUs += mc.Seconds() * 1e6
 			rec.ModelBarrier += float64(mb.Mean) / 1e6
-			rec.ModelMulticst += float64(mm) / 1e6
+			rec.ModelMulticast += float64(mm) / 1e6
 			sw := 0
 			for p := 1; p < len(list); p++ {
 				sw += m.Switches(list[p], list[collective.Parent(p)])
@@ -149,8 +149,8 @@ func barrierCmd(args []string) error {
 			rec.Switches += float64(sw) / float64(len(list)-1)
 		}
 		k := float64(len(ls))
-		rec.BarrierUs, rec.MulticastUs, rec.ModelBarrier, rec.ModelMulticst, rec.Switches =
-			rec.BarrierUs/k, rec.MulticastUs/k, rec.ModelBarrier/k, rec.ModelMulticst/k, rec.Switches/k
+		rec.BarrierUs, rec.MulticastUs, rec.ModelBarrier, rec.ModelMulticast, rec.Switches =
+			rec.BarrierUs/k, rec.MulticastUs/k, rec.ModelBarrier/k, rec.ModelMulticast/k, rec.Switches/k
 		recs = append(recs, rec)
 	}
 	progress("")
@@ -169,7 +169,7 @@ func barrierCmd(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "order\tswitches/msg\tbarrier µs\tmodel µs\tmulticast µs\tmodel µs\t")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Order, r.Switches, r.BarrierUs, r.ModelBarrier, r.MulticastUs, r.ModelMulticst)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Order, r.Switches, r.BarrierUs, r.ModelBarrier, r.MulticastUs, r.ModelMulticast)
 	}
 	return tw.Flush()
 }
