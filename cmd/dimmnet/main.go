@@ -32,6 +32,12 @@ commands:
              a driver must survive (dimmnet conform -- CMD ARGS)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
+  fabric-bench
+             the RHiNET-2 multicast paper's Tables 2-5 on the switch-fabric
+             model beside the paper's numbers (plots: dimmnet-plot on --json)
+  barrier    the paper's barrier and multicast orders on 64 real devices
+             behind a switch fabric, beside the model (dimmnet barrier
+             --nodes 64 --topology mesh4x4 --routing updown --order shio)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -63,6 +69,10 @@ func main() {
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":
 		err = lmmcBenchCmd(os.Args[2:])
+	case "fabric-bench":
+		err = fabricBenchCmd(os.Args[2:])
+	case "barrier":
+		err = barrierCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -12,14 +12,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/link/switched"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/shm"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
@@ -55,6 +58,7 @@ func serveCmd(args []string) error {
 	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (`dimmnet stat` lists them; docs/sandbox.md)")
 	keyFile := fs.String("key", "", "authenticate every frame between devices with this pre-shared key file (at least 16 bytes, mode 0600; the same file on every daemon): per-session keys, replay protection (docs/wire.md, Authenticated links)")
 	perUser := fs.Int("max-clients-per-user", ivshmem.DefaultMaxPerUser, "clients one user (other than root) may attach to one device at once; each device takes 64 clients in all")
+	fabricSpec := fs.String("fabric", "", "mem: hang the devices off a switch fabric, TOPOLOGY:ROUTING (e.g. mesh4x4:updown; docs/rhinet.md), device K on host K-node-base, with per-hop delay and one frame at a time per link and VC")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -127,6 +131,14 @@ func serveCmd(args []string) error {
 		return err
 	}
 	defer undo()
+	if *fabricSpec != "" {
+		if *linkKind != "mem" || *faultSpec != "" || *keyFile != "" {
+			return errors.New("--fabric: only on --link mem, without --fault or --key")
+		}
+		if open, err = fabricPorts(*fabricSpec, *nodes, *nodeBase, *payload); err != nil {
+			return err
+		}
+	}
 	if *pcapFile != "" {
 		capOpen, closeCapture, err := servePcap(*pcapFile, *linkKind, *payload, open)
 		if err != nil {
@@ -328,4 +340,26 @@ func uniq(ss ...string) []string {
 		}
 	}
 	return r
+}
+
+// fabricPorts attaches each device to its host of a switched medium built
+// from spec, TOPOLOGY:ROUTING, whose host count must be nodes.
+func fabricPorts(spec string, nodes, nodeBase, payload int) (func(d *vdev.Device) (link.Port, error), error) {
+	tn, rn, ok := strings.Cut(spec, ":")
+	if !ok {
+		rn = "updown"
+	}
+	topo, err := fabric.NewTopology(tn)
+	if err != nil {
+		return nil, fmt.Errorf("--fabric: %w", err)
+	}
+	if topo.Hosts() != nodes {
+		return nil, fmt.Errorf("--fabric %s has %d hosts, --nodes is %d", tn, topo.Hosts(), nodes)
+	}
+	rt, err := fabric.NewRouting(topo, rn)
+	if err != nil {
+		return nil, fmt.Errorf("--fabric: %w", err)
+	}
+	f := switched.New(topo, rt, switched.PaperConfig(payload+wire.FrameOverhead))
+	return func(d *vdev.Device) (link.Port, error) { return f.Attach(d.MAC(), int(d.Node())-nodeBase) }, nil
 }
