@@ -10,6 +10,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"github.com/dimmnet/dimmnet/vdev/link/switched"
@@ -45,6 +46,7 @@ func barrierCmd(args []string) error {
 	size := fs.Int("size", 8, "multicast payload bytes")
 	lists := fs.Int("lists", 3, "visiting lists per random order (the paper: 10)")
 	seed := fs.Uint64("seed", 1, "seed of the random visiting lists")
+	check := fs.Bool("check", false, "checked devices: the collective library's driver is held to the datasheet; a violation fails the run")
 	rtc := fs.Bool("run-to-completion", false, "let each rank's goroutine run its own device (default: the engine serves all)")
 	asJSON := fs.Bool("json", false, "print JSON records")
 	quiet := fs.Bool("q", false, "no progress line")
@@ -86,7 +88,7 @@ func barrierCmd(args []string) error {
 	par := fabric.PaperParams(17, hc)
 
 	f := switched.New(topo, rt, switched.PaperConfig(max(*size, 64)+wire.FrameOverhead))
-	l, err := switched.NewLocal(vdev.Config{RegionSize: 1 << 20}, f, 1)
+	l, err := switched.NewLocal(vdev.Config{RegionSize: 1 << 20, Check: *check}, f, 1)
 	if err != nil {
 		return err
 	}
@@ -154,6 +156,16 @@ func barrierCmd(args []string) error {
 		recs = append(recs, rec)
 	}
 	progress("")
+	if *check {
+		var v uint64
+		for _, d := range drvs {
+			v += d.Counter(uapi.CtrViolations)
+		}
+		if v != 0 {
+			return fmt.Errorf("checked devices: %d violations of the datasheet by the collective library's driver", v)
+		}
+		fmt.Fprintln(os.Stderr, "barrier: checked devices: no violation of the datasheet")
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
