@@ -160,7 +160,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 		s := b.n.Stats()
 		r.PagesCopied += s.PagesCopied()
 		if v := b.n.Driver().Counter(uapi.CtrViolations); v != 0 {
-			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d violations of the datasheet: %w", b.n.self, v, ErrDevice))
+			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d violations of the datasheet (%v): %w", b.n.self, v, b.n.Driver().Region().ReadViolations(), ErrDevice))
 		}
 		if s.BadTag != 0 || s.Errors != 0 {
 			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d BAD_TAG, %d errors: %w", b.n.self, s.BadTag, s.Errors, ErrDevice))

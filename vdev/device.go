@@ -294,7 +294,7 @@ func (d *Device) AttachPort(p link.Port) {
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
-	d.peerSet, _ = p.(link.PeerSet)
+	d.peerSet = link.VouchesFor(p)
 	d.screener, _ = p.(link.Screener)
 	if c, ok := p.(interface{ Dropped() uint64 }); ok {
 		d.linkRxDropped = c.Dropped

@@ -31,6 +31,13 @@ const watchNs = 1_000_000
 // engine can do now wakes the engine.
 func (d *Device) Poll() bool {
 	if !d.running.CompareAndSwap(false, true) {
+		// The engine holds the device. If it is falling asleep, the look
+		// it takes before sleeping may have missed what our caller just
+		// published, and nobody rings for it: wake it (a checked device
+		// caught this as NO_DOORBELL under load).
+		if d.r.Load64(uapi.RegDevSleep) != 0 {
+			d.wakeEngine()
+		}
 		return false
 	}
 	if d.chk != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/fault"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -88,5 +89,29 @@ func TestStrangersAreBoundedAndForgotten(t *testing.T) {
 	}
 	if len(d.peers) != maxStrangers || d.peers[5000] == nil {
 		t.Fatalf("%d peers after eviction, the new stranger kept: %v", len(d.peers), d.peers[5000] != nil)
+	}
+}
+
+// A wrapper (faults, a capture) vouches for its senders exactly when the
+// port under it does, so a daemon of many nodes with --fault or --pcap
+// does not take its own devices for strangers.
+func TestWrappersVouchAsTheirPort(t *testing.T) {
+	hub := link.NewHub(2048, 16)
+	for _, tc := range []struct {
+		name  string
+		port  func(p link.Port) link.Port
+		wants bool
+	}{
+		{"hub", func(p link.Port) link.Port { return p }, true},
+		{"faults on the hub", func(p link.Port) link.Port { return fault.Wrap(p, fault.Config{Loss: 0.1}) }, true},
+		{"faults on a segment", func(p link.Port) link.Port { return fault.Wrap(segment{p}, fault.Config{Loss: 0.1}) }, false},
+	} {
+		p, err := hub.Attach(wire.NodeMAC(uint16(len(tc.name))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := link.VouchesFor(tc.port(p)) != nil; got != tc.wants {
+			t.Errorf("%s: vouches %v, want %v", tc.name, got, tc.wants)
+		}
 	}
 }

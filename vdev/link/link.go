@@ -238,6 +238,19 @@ func (p *hubPort) Close() error {
 // what it keeps for such senders instead.
 type PeerSet interface {
 	KnowsPeer(mac [6]byte) bool
+	// Vouches reports whether KnowsPeer is to be believed: a wrapper
+	// (faults, a capture) has the method whatever it wraps, and says here
+	// whether the port under it can tell.
+	Vouches() bool
+}
+
+// VouchesFor is p as a PeerSet that can tell its senders, or nil: what a
+// wrapper forwards.
+func VouchesFor(p Port) PeerSet {
+	if s, ok := p.(PeerSet); ok && s.Vouches() {
+		return s
+	}
+	return nil
 }
 
 // ScreenCounts are the frames a port refused for their sender before the
@@ -260,6 +273,9 @@ func (c ScreenCounts) Add(o ScreenCounts) ScreenCounts {
 type Screener interface {
 	Screened() ScreenCounts
 }
+
+// Vouches is true: a frame on the hub comes from an attached port.
+func (p *hubPort) Vouches() bool { return true }
 
 // KnowsPeer reports whether a port with mac is attached: on the hub a
 // frame can only come from one, so no station is a stranger.

@@ -135,6 +135,10 @@ func (pe *udpPeer) is(from *unix.RawSockaddrAny) bool {
 // KnowsPeer reports whether mac is in the peers file.
 func (p *udpPort) KnowsPeer(mac [6]byte) bool { return p.peers[mac] != nil }
 
+// Vouches is true: the port takes frames only from the peers file's
+// addresses.
+func (p *udpPort) Vouches() bool { return true }
+
 // Screened counts the datagrams dropped for their source.
 func (p *udpPort) Screened() ScreenCounts {
 	return ScreenCounts{UnknownPeer: p.unknown.Load(), Spoofed: p.spoofed.Load()}

@@ -194,6 +194,10 @@ func (a *Port) KnowsPeer(mac [6]byte) bool {
 	return s != nil && s.rx != nil
 }
 
+// Vouches is true: with a key, a peer is a station that proved it holds
+// it.
+func (a *Port) Vouches() bool { return true }
+
 // Screened counts the wrapped port's refusals and this port's.
 func (a *Port) Screened() link.ScreenCounts {
 	c := link.ScreenCounts{AuthFail: a.authFail.Load(), AuthReplay: a.replay.Load(), AuthSessions: a.sessions.Load()}

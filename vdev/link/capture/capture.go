@@ -279,3 +279,12 @@ func (c *Port) TxErrors() uint64 {
 	}
 	return 0
 }
+
+// KnowsPeer is the wrapped port's answer (false when it cannot tell).
+func (c *Port) KnowsPeer(mac [6]byte) bool {
+	s := link.VouchesFor(c.inner)
+	return s != nil && s.KnowsPeer(mac)
+}
+
+// Vouches is whether the wrapped port can tell its senders.
+func (c *Port) Vouches() bool { return link.VouchesFor(c.inner) != nil }

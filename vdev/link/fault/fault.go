@@ -398,3 +398,12 @@ func (p *Port) admit(f []byte, now time.Time) {
 		p.reordered.Add(1)
 	}
 }
+
+// KnowsPeer is the wrapped port's answer (false when it cannot tell).
+func (p *Port) KnowsPeer(mac [6]byte) bool {
+	s := link.VouchesFor(p.inner)
+	return s != nil && s.KnowsPeer(mac)
+}
+
+// Vouches is whether the wrapped port can tell its senders.
+func (p *Port) Vouches() bool { return link.VouchesFor(p.inner) != nil }

@@ -135,6 +135,17 @@ func (p *port) SetNotify(fn func())   { p.mu.Lock(); p.notify = fn; p.mu.Unlock(
 // Lossless: the medium refuses (ErrFull) rather than drops.
 func (p *port) Lossless() bool { return true }
 
+// KnowsPeer reports whether a port with mac hangs off the fabric: a frame
+// can only come from one, so no station is a stranger.
+func (p *port) KnowsPeer(mac [6]byte) bool {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	return p.f.ports[mac] != nil
+}
+
+// Vouches is true: see KnowsPeer.
+func (p *port) Vouches() bool { return true }
+
 // Pending is true while any frame travels toward this port, due or not,
 // so the device keeps polling instead of sleeping through a hop delay.
 func (p *port) Pending() bool { return p.queued.Load() > 0 }
