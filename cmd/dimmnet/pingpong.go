@@ -103,6 +103,11 @@ func pingpongCmd(args []string) error {
 		if err != nil {
 			return err
 		}
+		if lo.kind == "shm" && lo.key != "" {
+			for i := range res {
+				res[i].Keyed = true
+			}
+		}
 		// The floors this run is judged against, on the machine as it is
 		// now, with the daemon idle.
 		raw, err := pingpong.RawBaselines(*rawTime, progress)
