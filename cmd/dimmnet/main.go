@@ -26,6 +26,7 @@ commands:
              no SOCK inside a lab guest: the PCI device)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
+  mpbench    FMPL message passing beside raw PUSH and Open MPI (dimmnet mpbench -np N; or under mpirun)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -53,6 +54,8 @@ func main() {
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":
 		err = lmmcBenchCmd(os.Args[2:])
+	case "mpbench":
+		err = mpbenchCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -182,6 +182,10 @@ type World struct {
 	commSeq int
 	stages  Stages
 	stats   Stats
+	bdOn    bool
+	bd      Breakdown
+	tHdr    int64 // Table 1 stamps: header seen by a send, header posted by a receive
+	tPost   int64
 	live    bool       // between Init and Finalize
 	hdrq    []readyHdr // headers that came, to match with sends
 	backlog []uapi.Status
@@ -393,3 +397,19 @@ func (w *World) Finalize() error {
 	}
 	return nil
 }
+
+// Quiesce waits until every command this rank posted has completed, so
+// that a caller may use the driver directly (a raw baseline) without
+// taking a completion FMPL still needs.
+func (w *World) Quiesce() error {
+	if !w.live {
+		return ErrNotInit
+	}
+	w.progress()
+	return w.drain()
+}
+
+// Pass hands FMPL a status the caller consumed from the driver itself
+// while using it directly (a raw baseline): FMPL acts on it at its next
+// call, so no completion it waits for is lost.
+func (w *World) Pass(s uapi.Status) { w.backlog = append(w.backlog, s) }

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
@@ -188,6 +189,9 @@ func (w *World) perform(op *sendOp, hidx int) bool {
 	if !ok {
 		return false
 	}
+	if w.bdOn {
+		w.tHdr = monotime.Now()
+	}
 	flag := uint64(flagValid) | uint64(op.idx)<<flagIdxShift | uint64(op.size)&sizeMask
 	if op.poison {
 		flag |= flagPoison
@@ -296,11 +300,30 @@ func (w *World) dropSend(op *sendOp) {
 // matching receive (synchronous mode); with a timeout it waits that long
 // and then copies buf into the spool and returns (buffered, or standard).
 func (w *World) Send(buf []byte, dst, idx int, comm Comm) error {
+	var t0 int64
+	if w.bdOn {
+		t0 = monotime.Now()
+		w.tHdr = 0
+	}
 	if err := w.Isend(buf, dst, idx, comm); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
+	var t1 int64
+	if w.bdOn {
+		t1 = monotime.Now()
+	}
 	r, _ := w.world(comm, dst)
-	return w.finishSend(r, idx)
+	err := w.finishSend(r, idx)
+	if w.bdOn && w.tHdr != 0 {
+		t3 := monotime.Now()
+		if w.tHdr < t1 { // the header was there: matched inside Isend
+			w.bd.SendInit, w.bd.SendHeaderWait = w.tHdr-t0, 0
+		} else {
+			w.bd.SendInit, w.bd.SendHeaderWait = t1-t0, w.tHdr-t1
+		}
+		w.bd.SendData = t3 - w.tHdr
+	}
+	return err
 }
 
 func (w *World) finishSend(r, idx int) error {
@@ -366,6 +389,9 @@ func (w *World) irecv(buf []byte, r, slot int) error {
 		op.tmp, op.addr, op.host = e, e.addr, buf
 	}
 	sl.recv = op
+	if w.bdOn {
+		w.tPost = monotime.Now()
+	}
 	h := w.hdrOut + off*hdrBytes
 	w.store(h, op.addr)
 	w.store(h+8, uint64(op.size))
@@ -441,11 +467,37 @@ var errPoisoned = errors.New("fmpl: poisoned collective message")
 // Recv receives at most len(buf) bytes from rank src of comm under
 // matching area idx, or TagAny (fmpl_recv).
 func (w *World) Recv(buf []byte, src, idx int, comm Comm) (Msg, error) {
+	var t0 int64
+	if w.bdOn {
+		t0 = monotime.Now()
+	}
 	if err := w.Irecv(buf, src, idx, comm); err != nil {
 		return Msg{}, fmt.Errorf("recv: %w", err)
 	}
-	return w.IrecvWait(src, idx, comm)
+	if !w.bdOn {
+		return w.IrecvWait(src, idx, comm)
+	}
+	t2 := monotime.Now()
+	m, err := w.IrecvWait(src, idx, comm)
+	w.bd.RecvInit, w.bd.RecvHeaderSend, w.bd.RecvData = w.tPost-t0, t2-w.tPost, monotime.Now()-t2
+	return m, err
 }
+
+// Breakdown is the paper's Table 1 for the last blocking Send and Recv of
+// this rank, in ns of the CPU clock: Send's set-up, its wait for the
+// header, and its PUSHes of body and flag up to its return; Recv's
+// set-up, its header PUSH, and its wait for the data.
+type Breakdown struct {
+	SendInit, SendHeaderWait, SendData int64
+	RecvInit, RecvHeaderSend, RecvData int64
+}
+
+// SetBreakdown turns the stage clock of Send and Recv on or off: two or
+// three clock reads per call.
+func (w *World) SetBreakdown(on bool) { w.bdOn = on }
+
+// LastBreakdown returns the stages of the last Send and Recv timed.
+func (w *World) LastBreakdown() Breakdown { return w.bd }
 
 // SendBufSet gives the spool (link memory from Alloc) that sends copy
 // into when their receive has not been posted within timeout
