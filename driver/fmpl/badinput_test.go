@@ -64,6 +64,9 @@ func init() {
 	}
 	noFinalize["deadrank"] = true
 	scenarios["deadrank"] = func(w *fmpl.World) error {
+		if err := w.Barrier(fmpl.CommWorld); err != nil { // a job under way, then a rank dies
+			return err
+		}
 		if w.Rank() == 1 {
 			os.Exit(0) // gone without a word, as a crashed rank
 		}

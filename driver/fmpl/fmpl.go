@@ -72,6 +72,10 @@ const (
 	// few bytes would otherwise wait a whole acknowledgement for its
 	// buffer, and a ping-pong would pay a round trip more per message.
 	InlineMax = 2048
+	// ImmMax is the largest body that travels in the immediate of the
+	// flag's PUSH instead of a PUSH of its own: one frame per message
+	// instead of two, as RDMA's write-with-immediate.
+	ImmMax = 8
 	// internalIdx are the matching areas per pair kept for collectives
 	// (beyond Count), plus one for TagAny.
 	internalIdx = 4
@@ -132,6 +136,7 @@ const (
 	flagValid    = 1 << 63
 	flagTrunc    = 1 << 62
 	flagPoison   = 1 << 61
+	flagImm      = 1 << 60 // the body (at most 8 bytes) rides in the flag PUSH's immediate
 	flagIdxShift = 32
 	flagIdxMask  = 1<<24 - 1
 	sizeMask     = 1<<32 - 1
@@ -164,6 +169,7 @@ type World struct {
 	match, flags, hdrOut uint64 // link addresses of this rank's areas
 	probe                uint64 // 8-byte sink remote probes write
 	probeSrc             uint64
+	helloSrc             uint64
 
 	peers []peer
 	slots []slot // [peer*nsl + idx]
@@ -192,10 +198,10 @@ type World struct {
 	proto   int // protocol violations seen (a flag for nothing posted, ...)
 	errs    []error
 
-	nodeRank                          map[uint16]int
-	helloAcked, helloRetry, helloFrom []bool
-	helloPending                      bool
-	helloBad                          error
+	nodeRank                                      map[uint16]int
+	helloAcked, helloRetry, helloFrom, helloAfter []bool
+	helloPending                                  bool
+	helloBad                                      error
 }
 
 type readyHdr struct{ peer, idx int }
@@ -302,6 +308,7 @@ func Init(d *driver.Driver, cfg Config) (*World, error) {
 	w.hdrOut = place(mb)
 	w.probe = place(8)
 	w.probeSrc = place(8)
+	w.helloSrc = place(layoutWords * 8) // its own: a hello may still be in flight when Init returns
 	w.anyBase = place(uint64(cfg.AnyRing))
 	stBase := place(uint64(cfg.Staging))
 	if next >= uint64(len(w.lm)) {

@@ -193,6 +193,7 @@ func (w *World) perform(op *sendOp, hidx int) bool {
 		w.tHdr = monotime.Now()
 	}
 	flag := uint64(flagValid) | uint64(op.idx)<<flagIdxShift | uint64(op.size)&sizeMask
+	var imm uint64
 	if op.poison {
 		flag |= flagPoison
 	}
@@ -204,6 +205,16 @@ func (w *World) perform(op *sendOp, hidx int) bool {
 	if trunc {
 		flag |= flagTrunc
 		op.err = fmt.Errorf("send of %d bytes to rank %d index %d, receive buffer %d: %w", op.size, r, op.idx, sl.hdrSize, ErrTruncated)
+	} else if op.size <= ImmMax && op.size > 0 {
+		b := op.host
+		if b == nil {
+			b = w.lm[op.addr : op.addr+uint64(op.size)]
+		}
+		for i, c := range b {
+			imm |= uint64(c) << (8 * i)
+		}
+		flag |= flagImm
+		op.inline = true
 	} else if op.size > 0 {
 		src := op.addr
 		if inline {
@@ -223,7 +234,7 @@ func (w *World) perform(op *sendOp, hidx int) bool {
 	op.host = nil
 	w.store(at, flag)
 	idx, err := w.post(&uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: p.node, SrcProc: w.d.GPID(),
-		Length: 8, LocalAddr: at, RemoteAddr: w.flags + w.slotOff(w.rank, hidx)*8, Cookie: cookie(ckFlag, r)})
+		Length: 8, LocalAddr: at, RemoteAddr: w.flags + w.slotOff(w.rank, hidx)*8, Imm: imm, Cookie: cookie(ckFlag, r)})
 	if err != nil && op.err == nil {
 		op.err = err
 	}

@@ -67,9 +67,11 @@ func (w *World) dispatch(s *uapi.Status) {
 		p := &w.peers[r]
 		p.done = max(p.done, s.End+1)
 		kind := s.Cookie >> 56
-		if kind == ckHello && w.helloPending {
-			w.helloRetry[r] = true // the peer is not there yet: Init tries again
-			return
+		if kind == ckHello {
+			if w.helloPending && !w.helloAfter[r] {
+				w.helloRetry[r] = true // the peer is not there yet: Init tries again
+			}
+			return // a hello after the peer's own is not needed: the peer may have finished and gone
 		}
 		if s.Err == uapi.EUnreachable {
 			if p.dead == nil {
@@ -83,7 +85,7 @@ func (w *World) dispatch(s *uapi.Status) {
 		case s.Addr >= w.match && s.Addr < w.match+MatchBytes(w.size, w.cfg.Count):
 			w.header(s.Addr)
 		case s.Addr >= w.flags && s.Addr < w.flags+FlagBytes(w.size, w.cfg.Count):
-			w.flag(s.Addr)
+			w.flag(s.Addr, s.Imm)
 		}
 		// anything else is a body (its flag follows) or a liveness probe
 	case uapi.StIPUSHPkt, uapi.StIPUSHMsg:
@@ -107,7 +109,7 @@ func (w *World) header(addr uint64) {
 }
 
 // flag completes the receive whose completion flag the sender PUSHed.
-func (w *World) flag(addr uint64) {
+func (w *World) flag(addr, imm uint64) {
 	off := (addr - w.flags) / 8
 	v := w.load(addr)
 	w.store(addr, 0)
@@ -122,6 +124,11 @@ func (w *World) flag(addr uint64) {
 	}
 	op.done = true
 	op.got = int(v & sizeMask)
+	if v&flagImm != 0 && v&flagTrunc == 0 && op.got <= ImmMax && op.got <= op.size {
+		for i := 0; i < op.got; i++ {
+			w.lm[op.addr+uint64(i)] = byte(imm >> (8 * i))
+		}
+	}
 	op.idx = int(v >> flagIdxShift & flagIdxMask)
 	op.trunc = v&flagTrunc != 0
 	op.poison = v&flagPoison != 0
@@ -237,10 +244,11 @@ func (w *World) hello() error {
 	w.helloAcked = make([]bool, w.size)
 	w.helloRetry = make([]bool, w.size)
 	w.helloFrom = make([]bool, w.size)
+	w.helloAfter = make([]bool, w.size)
 	w.helloAcked[w.rank], w.helloFrom[w.rank] = true, true
 	w.helloPending = true
 	defer func() { w.helloPending = false }()
-	src := w.staging.base // the staging ring is not in use yet
+	src := w.helloSrc
 	for i, v := range w.layout() {
 		w.store(src+8*uint64(i), v)
 	}
@@ -258,9 +266,12 @@ func (w *World) hello() error {
 		}
 	}
 	deadline := monotime.Now() + int64(w.cfg.InitTimeout)
+	// Done when every peer's hello came (it is set up) and ours reached it,
+	// or was sent again after its hello came: that one finds it there. A
+	// peer that finished Init may exit before acknowledging.
 	all := func() bool {
 		for r := range w.peers {
-			if !w.helloAcked[r] || !w.helloFrom[r] {
+			if !w.helloFrom[r] || !w.helloAcked[r] && !w.helloAfter[r] {
 				return false
 			}
 		}
@@ -279,8 +290,17 @@ func (w *World) hello() error {
 			}
 			return fmt.Errorf("fmpl init: rank %d waited %v for ranks %v: %w", w.rank, w.cfg.InitTimeout, missing, ErrInitTimeout)
 		}
-		if err := w.waitFor(-1, func() bool { return all() || w.retryDue() }, 2*time.Millisecond); err != nil && !errors.Is(err, errWaitTimeout) {
+		if err := w.waitFor(-1, func() bool { return all() || w.retryDue() || w.resendDue() }, 2*time.Millisecond); err != nil && !errors.Is(err, errWaitTimeout) {
 			return fmt.Errorf("fmpl init: %w", err)
+		}
+		for r := range w.peers {
+			if r != w.rank && w.helloFrom[r] && !w.helloAcked[r] && !w.helloAfter[r] {
+				w.helloAfter[r] = true
+				w.helloRetry[r] = false
+				if err := send(r); err != nil {
+					return fmt.Errorf("fmpl init: hello to rank %d: %w", r, err)
+				}
+			}
 		}
 		for r, again := range w.helloRetry {
 			if again {
@@ -296,6 +316,15 @@ func (w *World) hello() error {
 		return w.helloBad
 	}
 	return nil
+}
+
+func (w *World) resendDue() bool {
+	for r := range w.peers {
+		if r != w.rank && w.helloFrom[r] && !w.helloAcked[r] && !w.helloAfter[r] {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *World) retryDue() bool {
