@@ -50,7 +50,8 @@ func rankMain(args []string) error {
 	if err != nil || !ok {
 		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
 	}
-	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("FMPL_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
+	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("FMPL_TEST_DIR"), Link: os.Getenv("FMPL_TEST_LINK"),
+		Peers: os.Getenv("FMPL_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
 	if err != nil {
 		return err
 	}
@@ -84,9 +85,9 @@ const hangGuard = 90 * time.Second
 
 // runRanks runs scenario name on n rank processes and returns each
 // rank's stdout; it fails the test if any rank fails.
-func runRanks(t *testing.T, n int, name string) []string {
+func runRanks(t *testing.T, n int, name string, env ...string) []string {
 	t.Helper()
-	outs, errs := startRanks(t, n, name)
+	outs, errs := startRanks(t, n, name, env...)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d of %s: %v\nstdout: %s", r, name, err, outs[r])
@@ -95,7 +96,7 @@ func runRanks(t *testing.T, n int, name string) []string {
 	return outs
 }
 
-func startRanks(t *testing.T, n int, name string) ([]string, []error) {
+func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []error) {
 	t.Helper()
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
@@ -107,6 +108,7 @@ func startRanks(t *testing.T, n int, name string) ([]string, []error) {
 		}
 		c.Env = append(c.Env, "FMPL_TEST_DIR="+dir, "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r),
 			"OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n), "OMPI_COMM_WORLD_LOCAL_RANK="+strconv.Itoa(r))
+		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout = bufs[r]
 		if err := c.Start(); err != nil {
