@@ -102,6 +102,13 @@ func (w *World) Isend(buf []byte, dst, idx int, comm Comm) error {
 
 func (w *World) isend(buf []byte, r, idx int, poison bool) error {
 	sl := &w.slots[w.slotOff(r, idx)]
+	if sl.send != nil && sl.send.spooled {
+		// The caller was told that send completed: this one queues behind
+		// it until the receiver takes it.
+		if err := w.waitFor(r, func() bool { return sl.send == nil }, -1); err != nil {
+			return fmt.Errorf("isend to rank %d index %d behind a spooled send: %w", r, idx, err)
+		}
+	}
 	if sl.send != nil {
 		return fmt.Errorf("isend to rank %d index %d: %w", r, idx, ErrInFlight)
 	}
