@@ -230,7 +230,7 @@ func (o Options) sizes() []int {
 // iters is how many round trips a size gets (the first one, a warm-up,
 // is not counted: the paper measured from the second exchange on).
 func (o Options) iters(n int) int {
-	return max(4, min(2000/o.Scale, (32<<20)/n/o.Scale))
+	return max(8, min(2000/o.Scale, (128<<20)/n/o.Scale))
 }
 
 func median(v []float64) float64 {
