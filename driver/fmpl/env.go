@@ -9,6 +9,9 @@ import (
 // Launch is where a rank learned its place in the job.
 type Launch struct {
 	Rank, Size, LocalRank int
+	// LocalSize is the ranks the launcher put on this host (0: it did
+	// not say).
+	LocalSize int
 	// From names the launcher whose environment said so ("ompi", "pmi",
 	// "slurm"), or "" when no launcher started this process.
 	From string
@@ -17,10 +20,10 @@ type Launch struct {
 // launchers are the environments of the launchers FMPL runs under, in
 // the order they are believed: Open MPI's mpirun, any PMI launcher
 // (MPICH's hydra, Slurm's PMI), Slurm's srun.
-var launchers = []struct{ from, rank, size, local string }{
-	{"ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+var launchers = []struct{ from, rank, size, local, localSize string }{
+	{"ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 }
 
 // FromEnv reads rank, size and local rank from the launcher's
@@ -47,7 +50,8 @@ func launchFrom(getenv func(string) string) (Launch, bool, error) {
 				return Launch{}, false, fmt.Errorf("%s=%q: %w", l.local, v, ErrConfig)
 			}
 		}
-		return Launch{Rank: rank, Size: size, LocalRank: local, From: l.from}, true, nil
+		localSize, _ := strconv.Atoi(getenv(l.localSize)) // a hint only: 0 when absent or odd
+		return Launch{Rank: rank, Size: size, LocalRank: local, LocalSize: max(localSize, 0), From: l.from}, true, nil
 	}
 	return Launch{}, false, nil
 }

@@ -63,6 +63,9 @@ func (o Op) apply(inout, in []byte) (err error) {
 
 // Sum adds element-wise (fmpl_vsum).
 func Sum(t Type) Op {
+	if f := sumFast(t); f != nil {
+		return Op{name: "sum/" + t.String(), elem: t.Size(), fn: f}
+	}
 	return Op{name: "sum/" + t.String(), elem: t.Size(), fn: func(io, in []byte) {
 		each(t, io, in, func(a, b [2]float64, ai, bi int32) ([2]float64, int32) {
 			return [2]float64{a[0] + b[0], a[1] + b[1]}, ai + bi
@@ -145,4 +148,34 @@ func each(t Type, io, in []byte, f func(a, b [2]float64, ai, bi int32) ([2]float
 			le.PutUint64(x[8:], math.Float64bits(r[1]))
 		}
 	}
+}
+
+// sumFast is Sum without the generic element path: a reduce of 8 KB
+// spends its time here, once per tree edge.
+func sumFast(t Type) func(io, in []byte) {
+	le := binary.LittleEndian
+	switch t {
+	case Int32:
+		return func(io, in []byte) {
+			n := min(len(io), len(in)) &^ 3
+			for i := 0; i < n; i += 4 {
+				le.PutUint32(io[i:], uint32(int32(le.Uint32(io[i:]))+int32(le.Uint32(in[i:]))))
+			}
+		}
+	case Float32, Complex64: // a complex64 is two float32s, added apart
+		return func(io, in []byte) {
+			n := min(len(io), len(in)) &^ 3
+			for i := 0; i < n; i += 4 {
+				le.PutUint32(io[i:], math.Float32bits(math.Float32frombits(le.Uint32(io[i:]))+math.Float32frombits(le.Uint32(in[i:]))))
+			}
+		}
+	case Float64, Complex128:
+		return func(io, in []byte) {
+			n := min(len(io), len(in)) &^ 7
+			for i := 0; i < n; i += 8 {
+				le.PutUint64(io[i:], math.Float64bits(math.Float64frombits(le.Uint64(io[i:]))+math.Float64frombits(le.Uint64(in[i:]))))
+			}
+		}
+	}
+	return nil
 }

@@ -530,10 +530,14 @@ func (w *World) SendBufSet(buf []byte, timeout time.Duration) error {
 	if !ok || len(buf) < 64 {
 		return fmt.Errorf("sendbuf set: the spool must be link memory from Alloc: %w", ErrConfig)
 	}
+	if w.spool.base == a && w.spool.h.end == a+uint64(len(buf)) {
+		w.timeout = timeout // the same spool: only the mode changes
+		return nil
+	}
 	if w.spool.count() > 0 {
 		return fmt.Errorf("sendbuf set: %d sends still spooled: %w", w.spool.count(), ErrInFlight)
 	}
-	w.spool = spool{h: newHeap(a, a+uint64(len(buf)))}
+	w.spool = spool{h: newHeap(a, a+uint64(len(buf))), base: a}
 	w.timeout = timeout
 	return nil
 }
@@ -586,6 +590,7 @@ func (w *World) spoolSend(op *sendOp) bool {
 // spool holds the sends that were copied aside.
 type spool struct {
 	h         heap
+	base      uint64
 	ops       []*sendOp
 	performed int
 	errs      []error

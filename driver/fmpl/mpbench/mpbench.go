@@ -130,7 +130,7 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(np), "MPBENCH_CHILD=1")
+		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(np), "MPI_LOCALNRANKS="+strconv.Itoa(np), "MPBENCH_CHILD=1")
 		if r == 0 {
 			c.Stdout = &out0
 		}
@@ -201,7 +201,7 @@ type rank struct {
 }
 
 func openRank(o Options, l fmpl.Launch, dir, peers string) (*rank, error) {
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1)})
+	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), LocalRanks: l.LocalSize})
 	if err != nil {
 		return nil, err
 	}
@@ -628,29 +628,33 @@ func (rk *rank) collectives() ([]Record, error) {
 			{"barrier", 0, 100, func(int) error { return w.Barrier(c) }},
 			{"bcast", 8192, 100, func(i int) error {
 				root := i % p
-				if me == root {
+				check := i%10 == 9 // every tenth: the check costs as much as the bcast
+				if me == root && check {
 					stamp(small, root, i)
 				}
-				if err := w.Bcast(small, root, c); err != nil {
+				if err := w.Bcast(small, root, c); err != nil || !check {
 					return err
 				}
 				return checkStamp(small, root, i)
 			}},
 			{"bcast", 8 << 20, 4, func(i int) error { return w.Bcast(big, i%p, c) }},
 			{"reduce", 8192, 100, func(i int) error {
-				fill64(small, me)
 				root := i % p
+				check := i%10 == 9
+				if check {
+					fill64(small, me)
+				}
 				if err := w.Reduce(small, 1024, fmpl.Sum(fmpl.Float64), root, c, work); err != nil {
 					return err
 				}
-				if me == root {
+				if me == root && check {
 					return checkSum64(small, p)
 				}
 				return nil
 			}},
 		}
 		for _, ts := range tests {
-			iters := max(2, ts.iters/rk.o.Scale)
+			iters := max(10, ts.iters/rk.o.Scale) // at least one checked operation
 			var per []float64
 			for l := 0; l < 5; l++ {
 				if err := w.Barrier(c); err != nil {
