@@ -16,6 +16,7 @@ func mpbenchCmd(args []string) error {
 	np := fs.Int("np", 4, "ranks to launch on this host (ignored under a launcher)")
 	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm or udp")
 	asJSON := fs.Bool("json", false, "print JSON records")
+	jsonOut := fs.String("json-out", "", "also write the JSON records to this file (the tables still print)")
 	maxSize := fs.Int("max", 16<<20, "largest ping-pong message")
 	scale := fs.Int("scale", 1, "divide iteration counts by this (quick runs)")
 	noOMPI := fs.Bool("no-ompi", false, "do not run Open MPI beside FMPL")
@@ -29,6 +30,19 @@ func mpbenchCmd(args []string) error {
 	}
 	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
 		return nil
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(f)
+		for _, r := range recs {
+			enc.Encode(r)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
