@@ -1,6 +1,7 @@
 package fmpl_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,7 +20,9 @@ func TestMPIRunLaunchesRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := exec.Command("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	c := exec.CommandContext(ctx, "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
 		"-x", "DIMMNET_SUBPROC", "-x", "FMPL_TEST_DIR", self, "collectives")
 	c.Env = append(os.Environ(), "DIMMNET_SUBPROC="+roleRank, "FMPL_TEST_DIR="+t.TempDir()+"/shm")
 	out, err := c.CombinedOutput()

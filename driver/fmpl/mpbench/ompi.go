@@ -3,6 +3,7 @@ package mpbench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed ompi.c.in
@@ -42,13 +44,20 @@ func BuildOMPI(dir string) (string, error) {
 	return bin, nil
 }
 
+// mpirunLimit bounds one mpirun job.
+const mpirunLimit = 10 * time.Minute
+
 // MPIRun runs prog on np ranks under Open MPI's mpirun with the byte
 // transfer layers btl ("self,vader" or "self,tcp") and returns its
 // standard output. Root may run it (containers, CI) and ranks may
 // outnumber cores.
 func MPIRun(prog string, np int, btl string, args ...string) ([]byte, error) {
 	a := []string{"--allow-run-as-root", "--oversubscribe", "--mca", "btl", btl, "-np", strconv.Itoa(np), prog}
-	c := exec.Command("mpirun", append(a, args...)...)
+	// A bound, not a measurement: a job that hangs (a rank that never
+	// started) ends with an error instead of holding the run for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), mpirunLimit)
+	defer cancel()
+	c := exec.CommandContext(ctx, "mpirun", append(a, args...)...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	c.Env = append(os.Environ(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")

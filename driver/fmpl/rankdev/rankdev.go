@@ -58,11 +58,21 @@ const oversubscribedSpinNs = "5000"
 type Device struct {
 	Driver *driver.Driver
 	local  *vdev.Local
+	jobDir string // the rendezvous directory derived from the job id, ours to tidy
+	node   uint16
 }
 
 // Close detaches the driver and lets the device's last commands leave.
+// In a directory derived from the job id it removes this node's lock
+// file, and the directory once the last rank has gone: a launcher's job
+// ids are not reused, so nothing else will claim them.
 func (d *Device) Close() error {
-	return errors.Join(d.Driver.Close(), d.local.Close())
+	err := errors.Join(d.Driver.Close(), d.local.Close())
+	if d.jobDir != "" {
+		os.Remove(filepath.Join(d.jobDir, fmt.Sprintf("node%d.lock", d.node)))
+		os.Remove(d.jobDir) // fails while other ranks' files remain
+	}
+	return err
 }
 
 // JobDir is the shared-memory rendezvous directory of the job that
@@ -109,6 +119,7 @@ func Open(o Options) (*Device, error) {
 	cfg := vdev.Config{RegionSize: o.RegionSize}
 	var l *vdev.Local
 	var err error
+	jobDir := ""
 	switch o.Link {
 	case "", "shm":
 		if o.Dir == "" {
@@ -116,6 +127,7 @@ func Open(o Options) (*Device, error) {
 			if o.Dir, ok = JobDir(); !ok {
 				return nil, ErrNoJob
 			}
+			jobDir = o.Dir
 		}
 		l, err = vdev.NewLocalShm(cfg, o.Dir, o.Payload, o.Node)
 	case "udp":
@@ -131,7 +143,7 @@ func Open(o Options) (*Device, error) {
 		l.Close()
 		return nil, fmt.Errorf("rankdev: node %d: %w", o.Node, err)
 	}
-	return &Device{Driver: d, local: l}, nil
+	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node}, nil
 }
 
 func openUDP(cfg vdev.Config, o Options) (*vdev.Local, error) {
