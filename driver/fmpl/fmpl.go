@@ -224,6 +224,9 @@ type slot struct {
 	hdrSize uint32
 	send    *sendOp // our Isend on this (peer, index), until IsendWait
 	recv    *recvOp // our Irecv on this (peer, index), until IrecvWait
+
+	sendStore sendOp // what send and recv point at: one of each per slot
+	recvStore recvOp
 }
 
 type sendOp struct {

@@ -115,7 +115,8 @@ func (w *World) isend(buf []byte, r, idx int, poison bool) error {
 	if len(buf) > uapi.MaxXfer {
 		return fmt.Errorf("isend of %d bytes: %w", len(buf), ErrCount)
 	}
-	op := &sendOp{peer: r, idx: idx, size: len(buf), poison: poison}
+	op := &sl.sendStore // no allocation on the path: a slot holds one send at a time
+	*op = sendOp{peer: r, idx: idx, size: len(buf), poison: poison}
 	if a, ok := w.linkAddr(buf); ok {
 		op.addr = a
 	} else if len(buf) > InlineMax {
@@ -396,7 +397,8 @@ func (w *World) irecv(buf []byte, r, slot int) error {
 	if len(buf) > uapi.MaxXfer {
 		return fmt.Errorf("irecv of %d bytes: %w", len(buf), ErrCount)
 	}
-	op := &recvOp{size: len(buf)}
+	op := &sl.recvStore
+	*op = recvOp{size: len(buf)}
 	if a, ok := w.linkAddr(buf); ok {
 		op.addr = a
 	} else {
