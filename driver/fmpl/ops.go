@@ -22,6 +22,7 @@ const (
 var typeNames = [...]string{"int32", "float32", "float64", "complex64", "complex128"}
 var typeSizes = [...]int{4, 4, 8, 8, 16}
 
+// String names the type as Go spells it, for errors and tables.
 func (t Type) String() string {
 	if t < 0 || int(t) >= len(typeNames) {
 		return fmt.Sprintf("Type(%d)", int(t))
