@@ -374,6 +374,84 @@ func (rk *rank) raw() ([]Record, error) {
 		m := median(t)
 		recs = append(recs, Record{Lib: "raw", Medium: rk.med, Test: "pingpong", Buffer: "link", Size: n, P: 2, OnewayUS: m, MBps: float64(n) / m})
 	}
+	st, err := rk.rawStages(sa, la, remote, wait)
+	if err != nil {
+		return nil, err
+	}
+	return append(recs, st...), nil
+}
+
+// rawStages repeats the 8-byte raw ping-pong with the devices' stage
+// stamps on (apart from the timed run: stamping costs a little) and
+// returns the medians of one ping's device stages, beside Table 1: the
+// sender's device from descriptor to frame, the link, the receiver's
+// placement and its status. The stamps are CLOCK_MONOTONIC in both
+// processes, so they subtract across them.
+func (rk *rank) rawStages(sa, la, remote uint64, wait func() error) ([]Record, error) {
+	w := rk.w
+	d := w.Driver()
+	d.SetTrace(true)
+	defer d.SetTrace(false)
+	peerNode := uint16(2 - w.Rank())
+	it := 1000 / rk.o.Scale
+	stamps := make([]byte, 0, 24*it)
+	for i := 0; i <= it; i++ {
+		if w.Rank() == 0 {
+			if _, err := d.Push(peerNode, sa, remote, 8, 0, 0); err != nil {
+				return nil, err
+			}
+			if err := wait(); err != nil {
+				return nil, err
+			}
+			// The ping's own stamps: nothing else left this device since.
+			stamps = binary.LittleEndian.AppendUint64(stamps, uint64(d.TraceStamp(uapi.TraceCmdSeen)))
+			stamps = binary.LittleEndian.AppendUint64(stamps, uint64(d.TraceStamp(uapi.TraceTx)))
+			stamps = binary.LittleEndian.AppendUint64(stamps, 0)
+		} else {
+			if err := wait(); err != nil {
+				return nil, err
+			}
+			for _, k := range []int{uapi.TraceRx, uapi.TracePlaced, uapi.TraceStatus} {
+				stamps = binary.LittleEndian.AppendUint64(stamps, uint64(d.TraceStamp(k)))
+			}
+			if _, err := d.Push(peerNode, sa, remote, 8, 0, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// FMPL again: the peer's stamps come to rank 0.
+	peer := 1 - w.Rank()
+	other := make([]byte, len(stamps))
+	if w.Rank() == 0 {
+		if _, err := w.Recv(other, peer, 0, fmpl.CommWorld); err != nil {
+			return nil, err
+		}
+	} else {
+		return nil, w.Send(stamps, peer, 0, fmpl.CommWorld)
+	}
+	at := func(b []byte, i, k int) int64 { return int64(binary.LittleEndian.Uint64(b[24*i+8*k:])) }
+	// Descriptor to frame taken by the receiver, as one stage: on the
+	// shared-memory link the receiver takes the frame before the sender's
+	// pass has stamped it sent (the TX stamp follows the copy into the
+	// ring), so the two apart would show a negative link.
+	var send, place, status []float64
+	for i := 1; i <= it; i++ { // the first exchange is the warm-up
+		cmd, tx := at(stamps, i, 0), at(stamps, i, 1)
+		rx, placed, st := at(other, i, 0), at(other, i, 1), at(other, i, 2)
+		if cmd == 0 || tx == 0 || rx == 0 || placed == 0 || st == 0 {
+			continue
+		}
+		send = append(send, us(rx-cmd))
+		place = append(place, us(placed-rx))
+		status = append(status, us(st-placed))
+	}
+	var recs []Record
+	for _, s := range []struct {
+		name string
+		v    []float64
+	}{{"device_send_link", send}, {"device_place", place}, {"device_status", status}} {
+		recs = append(recs, Record{Lib: "raw", Medium: rk.med, Test: s.name, Size: 8, P: 2, OnewayUS: median(s.v)})
+	}
 	return recs, nil
 }
 

@@ -69,6 +69,8 @@ func Print(out io.Writer, recs []Record, medium string) {
 	fmt.Fprintf(tw, "\t%s\t%s\t%s\t\n", val(find(recs, "fmpl", medium, "table1_send_init", "", 8, 2)), val(find(recs, "fmpl", medium, "table1_send_header_wait", "", 8, 2)), val(find(recs, "fmpl", medium, "table1_send_data", "", 8, 2)))
 	fmt.Fprintf(tw, "recv\tinit\theader send\tdata receive\t\n")
 	fmt.Fprintf(tw, "\t%s\t%s\t%s\t\n", val(find(recs, "fmpl", medium, "table1_recv_init", "", 8, 2)), val(find(recs, "fmpl", medium, "table1_recv_header_send", "", 8, 2)), val(find(recs, "fmpl", medium, "table1_recv_data", "", 8, 2)))
+	fmt.Fprintf(tw, "device, one 8-byte PUSH (stamps)\tdescriptor to frame received\tplacement\tstatus\t\n")
+	fmt.Fprintf(tw, "\t%s\t%s\t%s\t\n", val(find(recs, "raw", medium, "device_send_link", "", 8, 2)), val(find(recs, "raw", medium, "device_place", "", 8, 2)), val(find(recs, "raw", medium, "device_status", "", 8, 2)))
 	tw.Flush()
 	fmt.Fprintf(out, "\nTable 2, 600 pre-posted Irecvs of 4 bytes (µs; paper FMPL 7.03 / 9.90, MPI 370.1 / 945.8)\n")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
