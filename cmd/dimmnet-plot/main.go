@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -32,7 +33,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("dimmnet-plot", flag.ContinueOnError)
 	out := fs.String("o", "pingpong.svg", "output file: .svg or .png")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json (one per run to compare),\nor one output of dimmnet fabric-bench --json (one plot per table).")
+		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json or dimmnet mpbench --json (one per run to compare),\nor one output of dimmnet fabric-bench --json (one plot per table).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,7 +53,11 @@ func run(args []string) error {
 			return writeTables(*out, recs)
 		}
 		var res []pingpong.Result
-		if err := json.Unmarshal(b, &res); err != nil {
+		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+			if res, err = mpbenchRecords(t); err != nil {
+				return fmt.Errorf("%s: not mpbench --json output: %w", name, err)
+			}
+		} else if err := json.Unmarshal(b, &res); err != nil {
 			return fmt.Errorf("%s: not pingpong --json output: %w", name, err)
 		}
 		prefix := ""
@@ -62,6 +67,35 @@ func run(args []string) error {
 		series = append(series, plot.SeriesOf(prefix, res)...)
 	}
 	return writePlot(*out, series)
+}
+
+// mpbenchRecords turns the ping-pong records of dimmnet mpbench --json
+// (one JSON object per line) into curves: one per library, buffer and
+// medium, FMPL, raw PUSH and Open MPI on one figure (the paper's Fig. 7).
+func mpbenchRecords(b []byte) ([]pingpong.Result, error) {
+	var res []pingpong.Result
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var r struct {
+			Lib, Medium, Test, Buffer string
+			Size                      int
+			OnewayUS                  float64 `json:"oneway_us"`
+			MBps                      float64
+		}
+		if err := dec.Decode(&r); err != nil {
+			return nil, err
+		}
+		if r.Test != "pingpong" {
+			continue
+		}
+		mode := r.Lib
+		if r.Lib == "raw" {
+			mode = "raw PUSH" // not pingpong.ModeRaw: here it is a curve over sizes
+		}
+		res = append(res, pingpong.Result{Mode: mode, Condition: r.Buffer, Link: r.Medium, Size: r.Size,
+			RTTHalfUs: r.OnewayUS, RTTHalfP50Us: r.OnewayUS, MBps: r.MBps})
+	}
+	return res, nil
 }
 
 // writePlot renders series into the file name (.svg or .png).

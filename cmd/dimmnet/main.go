@@ -38,6 +38,7 @@ commands:
   barrier    the paper's barrier and multicast orders on 64 real devices
              behind a switch fabric, beside the model (dimmnet barrier
              --nodes 64 --topology mesh4x4 --routing updown --order shio)
+  mpbench    FMPL message passing beside raw PUSH and Open MPI (dimmnet mpbench -np N; or under mpirun)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -73,6 +74,8 @@ func main() {
 		err = fabricBenchCmd(os.Args[2:])
 	case "barrier":
 		err = barrierCmd(os.Args[2:])
+	case "mpbench":
+		err = mpbenchCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+
+	"github.com/dimmnet/dimmnet/driver/fmpl"
+	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+)
+
+// mpbenchCmd runs FMPL's measurements beside raw PUSH and Open MPI; under
+// mpirun it is one rank of the job and rank 0 prints.
+func mpbenchCmd(args []string) error {
+	fs := flag.NewFlagSet("mpbench", flag.ContinueOnError)
+	np := fs.Int("np", 4, "ranks to launch on this host (ignored under a launcher)")
+	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm or udp")
+	asJSON := fs.Bool("json", false, "print JSON records")
+	jsonOut := fs.String("json-out", "", "also write the JSON records to this file (the tables still print)")
+	maxSize := fs.Int("max", 16<<20, "largest ping-pong message")
+	scale := fs.Int("scale", 1, "divide iteration counts by this (quick runs)")
+	noOMPI := fs.Bool("no-ompi", false, "do not run Open MPI beside FMPL")
+	stages := fs.Int("stages", 8, "ranks of the stage-count job (0: none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	recs, err := mpbench.Run(mpbench.Options{NP: *np, Link: *linkKind, MaxSize: *maxSize, Scale: *scale, NoOMPI: *noOMPI, Stages: *stages}, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
+		return nil
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(f)
+		for _, r := range recs {
+			enc.Encode(r)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range recs {
+			enc.Encode(r)
+		}
+		return nil
+	}
+	mpbench.Print(os.Stdout, recs, *linkKind)
+	return nil
+}

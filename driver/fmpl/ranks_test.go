@@ -1,0 +1,170 @@
+package fmpl_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver/fmpl"
+	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/internal/subproc"
+)
+
+// Every test here runs its ranks as real processes of this test binary,
+// each embedding its device on one shared-memory link, with the rank in
+// Open MPI's environment variables as mpirun would set them.
+
+const roleRank = "fmpl-test-rank"
+
+func init() { subproc.Register(roleRank, rankMain) }
+
+func TestMain(m *testing.M) {
+	subproc.Main()
+	os.Exit(m.Run())
+}
+
+// scenario is one rank's part of a test; it returns an error to fail.
+type scenario func(w *fmpl.World) error
+
+var scenarios = map[string]scenario{}
+
+// noFinalize marks scenarios whose ranks end without Finalize (a rank that
+// dies on purpose, or one that found a deadlock).
+var noFinalize = map[string]bool{}
+
+func rankMain(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want a scenario name")
+	}
+	sc := scenarios[args[0]]
+	if sc == nil {
+		return fmt.Errorf("no scenario %q", args[0])
+	}
+	l, ok, err := fmpl.FromEnv()
+	if err != nil || !ok {
+		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
+	}
+	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("FMPL_TEST_DIR"), Link: os.Getenv("FMPL_TEST_LINK"),
+		Peers: os.Getenv("FMPL_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
+	if err != nil {
+		return err
+	}
+	w, err := fmpl.Init(dev.Driver, fmpl.Config{Rank: l.Rank, Size: l.Size, Count: 16})
+	if err != nil {
+		dev.Close()
+		return err
+	}
+	if err := sc(w); err != nil {
+		return fmt.Errorf("rank %d: %w", l.Rank, err)
+	}
+	if !noFinalize[args[0]] {
+		if err := w.Finalize(); err != nil {
+			return fmt.Errorf("rank %d: %w", l.Rank, err)
+		}
+	}
+	if s := w.Stats(); s.Protocol != 0 {
+		return fmt.Errorf("rank %d: %d protocol violations", l.Rank, s.Protocol)
+	}
+	fmt.Println("rank", l.Rank, "ok")
+	if noFinalize[args[0]] {
+		return nil // a goroutine may still use the device: the process exit takes it down
+	}
+	return dev.Close()
+}
+
+// hangGuard bounds a test's processes: a test that hangs fails with the
+// ranks' output instead of running into the package's timeout. It is no
+// performance assertion: a correct run takes a fraction of it.
+const hangGuard = 90 * time.Second
+
+// runRanks runs scenario name on n rank processes and returns each
+// rank's stdout; it fails the test if any rank fails.
+func runRanks(t *testing.T, n int, name string, env ...string) []string {
+	t.Helper()
+	outs, errs := startRanks(t, n, name, env...)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d of %s: %v\nstdout: %s", r, name, err, outs[r])
+		}
+	}
+	return outs
+}
+
+func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []error) {
+	t.Helper()
+	dir := t.TempDir() + "/shm"
+	cmds := make([]*exec.Cmd, n)
+	bufs := make([]*bytes.Buffer, n)
+	for r := 0; r < n; r++ {
+		c, err := subproc.Command(roleRank, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Env = append(c.Env, "FMPL_TEST_DIR="+dir, "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r),
+			"OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n), "OMPI_COMM_WORLD_LOCAL_RANK="+strconv.Itoa(r))
+		c.Env = append(c.Env, env...)
+		bufs[r] = &bytes.Buffer{}
+		c.Stdout = bufs[r]
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = c
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range cmds {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = c.Wait() }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		for _, c := range cmds {
+			c.Process.Kill() // only the processes this test started
+		}
+		<-done
+		t.Fatalf("%s: ranks still running after %v", name, hangGuard)
+	}
+	outs := make([]string, n)
+	for r := range outs {
+		outs[r] = bufs[r].String()
+	}
+	return outs, errs
+}
+
+// pattern fills b with bytes that depend on who sent it and when.
+func pattern(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(seed*31 + i*7 + i>>8)
+	}
+}
+
+func checkPattern(b []byte, seed int) error {
+	want := make([]byte, len(b))
+	pattern(want, seed)
+	if !bytes.Equal(b, want) {
+		i := 0
+		for i < len(b) && b[i] == want[i] {
+			i++
+		}
+		return fmt.Errorf("content differs at byte %d of %d (seed %d)", i, len(b), seed)
+	}
+	return nil
+}
+
+func mustContain(t *testing.T, outs []string, s string) {
+	t.Helper()
+	for r, o := range outs {
+		if !strings.Contains(o, s) {
+			t.Errorf("rank %d: no %q in output %q", r, s, o)
+		}
+	}
+}
