@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
@@ -161,3 +163,14 @@ func check(b []byte, t fmpl.Type, f func(i int) (float64, float64)) error {
 
 func TestCollectives3(t *testing.T) { mustContain(t, runRanks(t, 3, "collectives"), "ok") }
 func TestCollectives4(t *testing.T) { mustContain(t, runRanks(t, 4, "collectives"), "ok") }
+
+// Collectives on keyed links and checked devices: every frame between the
+// ranks authenticated, and FMPL's driver held to the datasheet (a
+// violation fails the rank's Close).
+func TestCollectivesKeyedAndChecked(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("a pre-shared key of 32 bytes!!!!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, runRanks(t, 3, "collectives", "DIMMNET_KEY="+key, "DIMMNET_CHECK=1"), "ok")
+}

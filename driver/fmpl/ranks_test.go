@@ -14,6 +14,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // Every test here runs its ranks as real processes of this test binary,
@@ -70,6 +71,13 @@ func rankMain(args []string) error {
 	}
 	if s := w.Stats(); s.Protocol != 0 {
 		return fmt.Errorf("rank %d: %d protocol violations", l.Rank, s.Protocol)
+	}
+	if os.Getenv("DIMMNET_KEY") != "" { // the key was used: sessions were made (mirrored within 10 ms)
+		for end := time.Now().Add(2 * time.Second); dev.Driver.Counter(uapi.CtrAuthSessions) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				return fmt.Errorf("rank %d: keyed, but no authenticated session was made", l.Rank)
+			}
+		}
 	}
 	fmt.Println("rank", l.Rank, "ok")
 	if noFinalize[args[0]] {

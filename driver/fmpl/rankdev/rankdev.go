@@ -15,8 +15,10 @@ import (
 	"strconv"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -50,7 +52,17 @@ type Options struct {
 	// process to one thread of Go code (GOMAXPROCS=1) unless the
 	// environment says otherwise.
 	LocalRanks int
+	// Key is a pre-shared key file: every frame between the ranks'
+	// devices is authenticated (vdev/link/auth). Default: $DIMMNET_KEY, so
+	// ranks an outside launcher starts (mpirun -x DIMMNET_KEY=...) get it.
+	Key string
+	// Check makes the device a checked one (vdev.Config.Check); also
+	// $DIMMNET_CHECK=1. Close then fails if FMPL broke the datasheet.
+	Check bool
 }
+
+// ErrViolations reports that a checked rank's driver broke the datasheet.
+var ErrViolations = errors.New("rankdev: the driver broke the datasheet")
 
 // oversubscribedSpinNs is the spin of a waiting rank when ranks
 // outnumber cores (the driver's DIMMNET_SPIN_NS).
@@ -62,6 +74,7 @@ type Device struct {
 	local  *vdev.Local
 	jobDir string // the rendezvous directory derived from the job id, ours to tidy
 	node   uint16
+	check  bool
 }
 
 // Close detaches the driver and lets the device's last commands leave.
@@ -69,7 +82,11 @@ type Device struct {
 // file, and the directory once the last rank has gone: a launcher's job
 // ids are not reused, so nothing else will claim them.
 func (d *Device) Close() error {
-	err := errors.Join(d.Driver.Close(), d.local.Close())
+	var err error
+	if v := d.Driver.Counter(uapi.CtrViolations); d.check && v > 0 {
+		err = fmt.Errorf("node %d: %d violations %v: %w", d.node, v, d.Driver.Region().ReadViolations(), ErrViolations)
+	}
+	err = errors.Join(err, d.Driver.Close(), d.local.Close())
 	if d.jobDir != "" {
 		os.Remove(filepath.Join(d.jobDir, fmt.Sprintf("node%d.lock", d.node)))
 		os.Remove(d.jobDir) // fails while other ranks' files remain
@@ -127,7 +144,19 @@ func Open(o Options) (*Device, error) {
 			runtime.GOMAXPROCS(1)
 		}
 	}
-	cfg := vdev.Config{RegionSize: o.RegionSize}
+	if o.Key == "" {
+		o.Key = os.Getenv("DIMMNET_KEY")
+	}
+	o.Check = o.Check || os.Getenv("DIMMNET_CHECK") == "1"
+	var key *auth.Key
+	if o.Key != "" {
+		k, err := auth.LoadKey(o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("rankdev: %w", err)
+		}
+		key = &k
+	}
+	cfg := vdev.Config{RegionSize: o.RegionSize, Check: o.Check}
 	var l *vdev.Local
 	var err error
 	jobDir := ""
@@ -140,9 +169,11 @@ func Open(o Options) (*Device, error) {
 			}
 			jobDir = o.Dir
 		}
-		l, err = vdev.NewLocalShm(cfg, o.Dir, o.Payload, o.Node)
+		l, err = vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
+			return keyed(link.ListenShm(o.Dir, d.Node(), o.Payload+wire.FrameOverhead))(key)
+		})
 	case "udp":
-		l, err = openUDP(cfg, o)
+		l, err = openUDP(cfg, o, key)
 	default:
 		return nil, fmt.Errorf("rankdev: link %q: want shm or udp", o.Link)
 	}
@@ -154,10 +185,10 @@ func Open(o Options) (*Device, error) {
 		l.Close()
 		return nil, fmt.Errorf("rankdev: node %d: %w", o.Node, err)
 	}
-	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node}, nil
+	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node, check: o.Check}, nil
 }
 
-func openUDP(cfg vdev.Config, o Options) (*vdev.Local, error) {
+func openUDP(cfg vdev.Config, o Options, key *auth.Key) (*vdev.Local, error) {
 	f, err := os.Open(o.Peers)
 	if err != nil {
 		return nil, fmt.Errorf("peers file: %w", err)
@@ -175,6 +206,21 @@ func openUDP(cfg vdev.Config, o Options) (*vdev.Local, error) {
 	delete(peers, me)
 	mtu := min(o.Payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
 	return vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
-		return link.ListenUDP(local, d.MAC(), peers, mtu)
+		return keyed(link.ListenUDP(local, d.MAC(), peers, mtu))(key)
 	})
+}
+
+// keyed authenticates a port's frames under key, if there is one.
+func keyed(p link.Port, err error) func(key *auth.Key) (link.Port, error) {
+	return func(key *auth.Key) (link.Port, error) {
+		if err != nil || key == nil {
+			return p, err
+		}
+		a, err := auth.Wrap(p, *key)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		return a, nil
+	}
 }
