@@ -38,10 +38,12 @@ type checker struct {
 	live     []uint64   // entries valid at the last full look: looked at every pass
 	passes   uint64
 
-	// missing doorbells: the engine's sleep that ended by its timer, and
-	// a command it then found (a suspect until doorbellGrace has passed)
-	timerWake bool
+	// missing doorbells: what the engine left when it fell asleep, and a
+	// command published while it slept that only its timer found (a
+	// suspect until doorbellGrace has passed)
 	bells     uint64 // DOORBELLS when the engine fell asleep
+	sleptAt   uint64 // the command index at the head then
+	sleptBusy bool   // that slot was already published (a blocked head)
 	polled    atomic.Bool
 	suspect   bool
 	suspIdx   uint64
@@ -213,24 +215,32 @@ func (c *checker) overrun(idx, seq uint64) {
 	}
 }
 
-// took notes command idx taken; after a sleep its timer ended, with no
-// doorbell and no driver running the device, it is a suspect.
-func (c *checker) took(idx uint64) {
-	if !c.timerWake {
-		return
-	}
-	c.timerWake = false
-	if c.polled.Load() || c.d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells {
-		return
-	}
-	c.suspect, c.suspIdx, c.suspAt = true, idx, c.d.now()
+// published reports whether the command slot at idx is published.
+func (c *checker) published(idx uint64) bool {
+	return c.d.r.Load64At(c.d.cmdSlot(idx)+uapi.DescSeqOff) == idx+1
 }
 
-// sleeping notes that the engine falls asleep on the device.
+// sleeping notes that the engine falls asleep on the device (DEV_SLEEP is
+// 1 and it has looked at the queue once more).
 func (c *checker) sleeping() {
 	c.bells = c.d.r.Load64(uapi.CtrDoorbells.Off())
 	c.polled.Store(false)
-	c.timerWake = false
+	c.sleptAt = c.d.cmdHead
+	c.sleptBusy = c.published(c.d.cmdHead)
+}
+
+// timerWoke notes that the engine's sleep ended by its timer, before it
+// stores DEV_SLEEP = 0: a command at the head now, not there when it fell
+// asleep, was published while DEV_SLEEP was 1; with no doorbell and no
+// driver running the device since, it is a suspect (a doorbell within
+// doorbellGrace still clears it).
+func (c *checker) timerWoke() {
+	idx := c.d.cmdHead
+	if c.polled.Load() || idx != c.sleptAt || c.sleptBusy || !c.published(idx) ||
+		c.d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells {
+		return
+	}
+	c.suspect, c.suspIdx, c.suspAt = true, idx, c.d.now()
 }
 
 // report counts a violation and logs it within the rate limit.

@@ -333,7 +333,7 @@ func (d *Device) checkSleep(timedOut bool) {
 		return
 	}
 	if timedOut {
-		d.chk.timerWake = true
+		d.chk.timerWoke()
 	} else {
 		d.chk.sleeping()
 	}

@@ -122,9 +122,6 @@ func (d *Device) cmdSlot(idx uint64) uint64 {
 // take executes a descriptor taken from the command queue.
 func (d *Device) take(desc uapi.Desc, idx uint64) {
 	d.count(uapi.CtrCmds, 1)
-	if d.chk != nil {
-		d.chk.took(idx)
-	}
 	if t := d.tracer.Load(); t != nil {
 		t.emit(d, Event{Kind: EvCmd, Index: idx, Desc: desc})
 	}

@@ -65,7 +65,10 @@ func init() {
 			if err := w.Send(b, 1, 9, fmpl.CommWorld); err != nil {
 				return err
 			}
-			if _, n, err := w.SendBufCheck(); err != nil || n != 1 {
+			// At least this send is spooled (rank 1 posts index 9 only
+			// once told); a standard send of the rounds above may be too,
+			// when a loaded machine kept its header past the 5 ms timeout.
+			if _, n, err := w.SendBufCheck(); err != nil || n < 1 {
 				return fmt.Errorf("after a buffered send: %d spooled, %v", n, err)
 			}
 			if err := w.Send(b[:8], 1, 10, fmpl.CommWorld); err != nil { // tells rank 1 to receive
