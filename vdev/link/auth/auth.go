@@ -136,8 +136,8 @@ type session struct {
 	pending  [32]byte // our nonce of a handshake under way (zero: none)
 	cand     cipher.AEAD
 	candFrom [32]byte // the peer's nonce cand was made with (pending and this)
-	candTx   cipher.AEAD
-	helloAt  int64 // last HELLO sent to it
+	helloAt  int64    // last HELLO sent to it
+	tag      [16]byte // Send's tag, computed apart from the frame
 }
 
 // Wrap authenticates every frame of p under sessions keyed from key.
@@ -233,7 +233,10 @@ func (a *Port) Send(f []byte) error {
 	f = binary.LittleEndian.AppendUint64(f, s.txCtr)
 	var nonce [12]byte
 	copy(nonce[4:], f[n:n+8])
-	f = s.tx.Seal(f, nonce[:], nil, f[:n+8])
+	// The tag goes into a buffer of its own: Seal's dst must not overlap
+	// its additional data, the frame.
+	tag := s.tx.Seal(s.tag[:0], nonce[:], nil, f[:n+8])
+	f = append(f, tag...)
 	a.mu.Unlock()
 	return a.inner.Send(f)
 }
@@ -438,8 +441,8 @@ func (a *Port) prepare(s *session, theirs [32]byte) {
 	if s.cand != nil && s.candFrom == theirs {
 		return
 	}
-	tx, rx := a.keys(s.mac, s.pending, theirs)
-	s.cand, s.candTx, s.candFrom = rx, tx, theirs
+	_, rx := a.keys(s.mac, s.pending, theirs)
+	s.cand, s.candFrom = rx, theirs
 }
 
 // commit makes the session of nonces mine and theirs the current one. A
@@ -454,7 +457,7 @@ func (a *Port) commit(s *session, theirs, mine [32]byte) {
 	s.tx, s.rx = a.keys(s.mac, mine, theirs)
 	s.txCtr, s.win = 0, window{}
 	s.mine, s.theirs = mine, theirs
-	s.pending, s.cand, s.candTx, s.candFrom = [32]byte{}, nil, nil, [32]byte{}
+	s.pending, s.cand, s.candFrom = [32]byte{}, nil, [32]byte{}
 	a.sessions.Add(1)
 }
 
