@@ -30,6 +30,9 @@ type BenchConfig struct {
 	// it, each once; several runs can share one Writer, so one file holds
 	// a whole set of runs. Frames are at most BenchFrameMax bytes.
 	Capture *capture.Writer
+	// Check runs checked devices: the LMMC manager's driver is held to the
+	// datasheet, and a violation fails the run (ErrDevice).
+	Check bool
 }
 
 // BenchFrameMax is the largest frame Bench's devices send: the snapshot
@@ -111,7 +114,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	for i := range ids {
 		ids[i] = uint16(i + 1)
 	}
-	l, err := benchDevices(ids, cfg.Capture)
+	l, err := benchDevices(ids, cfg.Capture, cfg.Check)
 	if err != nil {
 		return r, fmt.Errorf("lmmc bench: %w", err)
 	}
@@ -156,6 +159,9 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 		r.Timeouts += b.n.Driver().Counter(uapi.CtrTimeouts)
 		s := b.n.Stats()
 		r.PagesCopied += s.PagesCopied()
+		if v := b.n.Driver().Counter(uapi.CtrViolations); v != 0 {
+			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d violations of the datasheet: %w", b.n.self, v, ErrDevice))
+		}
 		if s.BadTag != 0 || s.Errors != 0 {
 			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d BAD_TAG, %d errors: %w", b.n.self, s.BadTag, s.Errors, ErrDevice))
 		}
@@ -169,12 +175,13 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 // benchDevices starts one device per node on an in-memory hub, each
 // port recording what it sends into cw when cw is set: every frame on the
 // hub is sent by one of them, so the capture holds each frame once.
-func benchDevices(ids []uint16, cw *capture.Writer) (*vdev.Local, error) {
+func benchDevices(ids []uint16, cw *capture.Writer, check bool) (*vdev.Local, error) {
+	cfg := vdev.Config{Check: check}
 	if cw == nil {
-		return vdev.NewLocal(vdev.Config{}, 0, ids...)
+		return vdev.NewLocal(cfg, 0, ids...)
 	}
 	hub := link.NewHub(BenchFrameMax, 256)
-	l, err := vdev.NewLocalPorts(vdev.Config{}, ids, func(d *vdev.Device) (link.Port, error) {
+	l, err := vdev.NewLocalPorts(cfg, ids, func(d *vdev.Device) (link.Port, error) {
 		p, err := hub.Attach(d.MAC())
 		if err != nil {
 			return nil, err

@@ -183,6 +183,9 @@ func TestIPushDirectAMT(t *testing.T) {
 	}
 	expectError(t, a, uapi.OpIPUSH, idx, 0x3401, uapi.EBadAMT)
 	noStatus(t, b)
+	if n := b.Counter(uapi.CtrIPushBadAMT); n != 2 {
+		t.Errorf("IPUSH_BAD_AMT = %d, want 2: every refusal is counted where it happens", n)
+	}
 }
 
 // TestIPushRingWrap streams many messages through a ring much smaller than

@@ -56,11 +56,14 @@ func TestPythonDriverFromDatasheet(t *testing.T) {
 		t.Fatal("pydriver did not finish, did not continue after the previous driver's commands, or read its statuses")
 	}
 
-	// The devices agree: node 0 took 3 NOPs and the 2 PUSHes, one failed;
-	// node 1 placed the one good PUSH.
+	// The devices agree: node 0 took 3 NOPs, the 2 PUSHes (one failed)
+	// and the IPUSH; node 1 placed the one good PUSH and the IPUSH.
 	a, b := attach(t, d.sock(0)), attach(t, d.sock(1))
-	if got := a.Counter(uapi.CtrCmds); got != 5 {
-		t.Errorf("node 0 CMDS %d, want 5", got)
+	if got := a.Counter(uapi.CtrCmds); got != 6 {
+		t.Errorf("node 0 CMDS %d, want 6", got)
+	}
+	if got := b.Counter(uapi.CtrRxIPush); got != 1 {
+		t.Errorf("node 1 RX_IPUSH %d, want 1", got)
 	}
 	if got := a.Counter(uapi.CtrCmdErrors); got != 1 {
 		t.Errorf("node 0 CMD_ERRORS %d, want 1", got)

@@ -32,7 +32,12 @@ const (
 
 func startOverflow(t *testing.T, mode uint64) *overflow {
 	t.Helper()
-	_, ds := cluster(t, vdev.Config{}, 1024, 2)
+	return startOverflowCfg(t, mode, vdev.Config{})
+}
+
+func startOverflowCfg(t *testing.T, mode uint64, cfg vdev.Config) *overflow {
+	t.Helper()
+	_, ds := cluster(t, cfg, 1024, 2)
 	o := &overflow{a: ds[0], b: ds[1], pushAddr: 4 << 20}
 	o.b.SetRingFullMode(mode)
 	var err error
@@ -308,5 +313,23 @@ func TestRingFullStatusWhileStatusRingFull(t *testing.T) {
 	}
 	if holds := b.Counter(uapi.CtrRingFullHolds); uint64(ringFull) != holds {
 		t.Fatalf("%d RING_FULL statuses for RINGFULL_HOLDS = %d: a stall's status was lost", ringFull, holds)
+	}
+}
+
+// A hold keeps a slow receiver from being called unreachable, but not for
+// ever: past the sender's hold limit the held commands fail with
+// HOLD_LIMIT, counted, and nothing of them is placed.
+func TestHoldLimit(t *testing.T) {
+	o := startOverflowCfg(t, uapi.RingFullHold, vdev.Config{HoldLimit: 300 * time.Millisecond})
+	for i := range 4 { // the four messages the ring holds complete
+		expectDone(t, o.a, uapi.OpIPUSH, o.idx[i], uint64(100+i))
+	}
+	for i := 4; i < ofMsgs; i++ {
+		expectError(t, o.a, uapi.OpIPUSH, o.idx[i], uint64(100+i), uapi.EHoldLimit)
+	}
+	expectError(t, o.a, uapi.OpPUSH, o.pushIdx, 200, uapi.EHoldLimit)
+	eventually(t, "HOLD_EXPIRED counted", func() bool { return o.a.Counter(uapi.CtrHoldExpired) == 1 })
+	if n := o.b.Counter(uapi.CtrRxPush); n != 0 {
+		t.Fatalf("the PUSH behind the hold was placed (RX_PUSH %d)", n)
 	}
 }

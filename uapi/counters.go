@@ -45,6 +45,16 @@ const (
 	CtrRxUnordered                     // packets placed before the packets ahead of them arrived (selective repeat)
 	CtrMsgCut                          // messages cut before their last packet (session change, refusal, a new message first): no completion reported
 	CtrRxDiscarded                     // packets accepted in sequence but discarded: their message was cut or a packet of it refused
+	CtrIPushBadAMT                     // IPUSH refused: the AMT entry it names is out of range, invalid or malformed
+	CtrRxBadNack                       // NACKs with a code the datasheet does not name: protocol errors, ignored
+	CtrRxUnknownPeer                   // frames from node ids the link does not know (not in the peers file, no session), dropped with no state kept
+	CtrRxSpoofed                       // frames whose source (UDP address, Ethernet source) is not the sending node's own, dropped
+	CtrAuthFail                        // keyed links: frames without a valid message authentication code, dropped
+	CtrAuthReplay                      // keyed links: authenticated frames seen before (or too old for the replay window), dropped
+	CtrAuthSessions                    // keyed links: authenticated sessions established with peers (handshakes completed)
+	CtrOwedDropped                     // ACKs and PULL responses owed to nodes the link cannot reach, dropped instead of retried
+	CtrHoldExpired                     // sending sessions ended because the peer held our packets past the hold limit
+	CtrViolations                      // checked devices: the driver's violations of this contract, all of them (the log keeps the latest)
 	NumCounters
 )
 
@@ -57,7 +67,9 @@ var CounterNames = [NumCounters]string{
 	"STATUS_FULL_STALLS", "INTERLEAVED", "ACKS_TX", "ACKS_RX", "SLEEPS",
 	"DOORBELLS", "TIMEOUTS", "CRC_FAIL", "HOLDS", "MISPLACED", "PAGING_HOLDS",
 	"LINK_RX_DROPPED", "LINK_TX_ERRORS", "SEQ_NACKS_TX", "RETX_GAP", "RETX_TIMEOUT",
-	"RX_UNORDERED", "MSG_CUT", "RX_DISCARDED",
+	"RX_UNORDERED", "MSG_CUT", "RX_DISCARDED", "IPUSH_BAD_AMT", "RX_BAD_NACK",
+	"RX_UNKNOWN_PEER", "RX_SPOOFED", "AUTH_FAIL", "AUTH_REPLAY", "AUTH_SESSIONS",
+	"OWED_DROPPED", "HOLD_EXPIRED", "VIOLATIONS",
 }
 
 func (c Counter) String() string {

@@ -22,13 +22,14 @@ const (
 	EBadHead           // READ_DONE: new head outside [head, tail] or ring not in device-head mode
 	ETooBig            // IPUSH: message larger than the ring can ever hold
 	EBadTag            // TAGGED PUSH into a link page frame of another port (counted MISPLACED there)
+	EHoldLimit         // the peer held the command's packets past the device's hold limit
 	NumErrnos
 )
 
 var errNames = [NumErrnos]string{
 	"OK", "BAD_OPCODE", "BAD_FLAGS", "BAD_LENGTH", "BAD_ALIGN", "BAD_ADDR",
 	"REMOTE_ADDR", "NO_AMT_ENTRY", "BAD_AMT", "BAD_NODE", "UNREACHABLE",
-	"BAD_HEAD", "TOO_BIG", "BAD_TAG",
+	"BAD_HEAD", "TOO_BIG", "BAD_TAG", "HOLD_LIMIT",
 }
 
 // ErrnoDocs are the datasheet's explanations, indexed by Errno.
@@ -47,6 +48,7 @@ var ErrnoDocs = [NumErrnos]string{
 	"READ_DONE: new head outside [head, tail], or the ring is not in device-head mode",
 	"IPUSH: message larger than the ring can ever hold",
 	"TAGGED PUSH into a link page frame that belongs to another LMMC port (refused there and counted MISPLACED)",
+	"the peer held the command's packets (its ring or status ring full) longer than the sender's hold limit; the sending session to it ends, as for UNREACHABLE (counted HOLD_EXPIRED)",
 }
 
 func (e Errno) String() string {

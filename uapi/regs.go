@@ -20,7 +20,7 @@ import "fmt"
 const Magic uint64 = 0x3154454E4D4D4944
 
 // ABIVersion is bumped on every incompatible change of this package's layouts.
-const ABIVersion uint64 = 4
+const ABIVersion uint64 = 5
 
 // RegPageSize is the size of the register page at offset 0 of the region.
 const RegPageSize = 4096
@@ -130,12 +130,13 @@ const (
 	FeatAMTAT     = 1 << 1 // AMT Address Table (sender id -> AMT entry)
 	FeatDirectAMT = 1 << 2 // IPUSH naming the AMT entry (no table)
 	FeatPULL      = 1 << 3
-	FeatPktStatus = 1 << 4 // per-packet receive status
-	FeatDevHead   = 1 << 5 // device-advanced AMT head (READ_DONE)
-	FeatHold      = 1 << 6 // ring-full hold mode
-	FeatNACK      = 1 << 7 // ring-full NACK mode
-	FeatTrace     = 1 << 8 // stage timestamps (RegTraceCtrl)
-	FeatReliable  = 1 << 9 // per-peer sequence numbers and ACKs
+	FeatPktStatus = 1 << 4  // per-packet receive status
+	FeatDevHead   = 1 << 5  // device-advanced AMT head (READ_DONE)
+	FeatHold      = 1 << 6  // ring-full hold mode
+	FeatNACK      = 1 << 7  // ring-full NACK mode
+	FeatTrace     = 1 << 8  // stage timestamps (RegTraceCtrl)
+	FeatReliable  = 1 << 9  // per-peer sequence numbers and ACKs
+	FeatCheck     = 1 << 10 // a checked device: violations are counted and logged at VIOL_LOG
 )
 
 // Ring-full modes in RegRingFullMode (per device).

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/internal/monotime"
@@ -38,7 +39,7 @@ import (
 type Config struct {
 	Node          uint16
 	RegionSize    int    // power of two >= 1 MiB; default 16 MiB
-	ShmPath       string // file in /dev/shm ("%d" becomes the node id); "" = anonymous memfd
+	ShmPath       string // region file ("%d" becomes the node id); "" = a sealed memfd, which no client can resize
 	CmdEntries    int    // command queue slots (power of two); default 1024
 	StatusEntries int    // status ring slots (power of two); default 1024
 	AMTEntries    int    // default 64
@@ -49,7 +50,15 @@ type Config struct {
 	Vectors       int    // doorbell eventfds (ivshmem vectors); default 1
 	MaxTimeouts   int    // consecutive retransmission timeouts before a peer is unreachable; default 30
 	MaxInflight   int    // commands taken and not completed before the device takes no more; default 256
-	KeepRegion    bool   // leave the /dev/shm file behind on Close
+	// Check makes a checked device: it validates the driver's side of
+	// the datasheet and reports violations (VIOLATIONS, the violation
+	// log), otherwise behaving exactly as an unchecked one.
+	Check bool
+	// HoldLimit is how long a peer may hold our packets (its ring or
+	// status ring full) before the commands fail HOLD_LIMIT; default
+	// DefaultHoldLimit, negative: no limit.
+	HoldLimit  time.Duration
+	KeepRegion bool // leave the region file (ShmPath) behind on Close
 }
 
 func (c *Config) defaults() {
@@ -68,7 +77,15 @@ func (c *Config) defaults() {
 	def(&c.Vectors, 1)
 	def(&c.MaxTimeouts, 30)
 	def(&c.MaxInflight, 256)
+	if c.HoldLimit == 0 {
+		c.HoldLimit = DefaultHoldLimit
+	}
 }
+
+// DefaultHoldLimit is generous: a receiver whose driver is merely slow
+// drains its ring well within it, and one that stopped for a minute has
+// stopped.
+const DefaultHoldLimit = time.Minute
 
 // ErrConfig reports a configuration the device cannot be built with.
 var ErrConfig = errors.New("bad device config")
@@ -96,6 +113,13 @@ type Device struct {
 	parker  link.Parker       // the port's peers signal it only while the engine sleeps
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
+	peerSet                     link.PeerSet           // the port vouches for its senders; nil: strangers are bounded here
+	screener                    link.Screener          // the port refuses senders itself and counts them
+	screened                    link.ScreenCounts      // the device's own refusals of senders, added to the port's
+	strangers                   int                    // peers made for senders no PeerSet vouched for
+	chk                         *checker               // Config.Check; nil: unchecked
+	tracer                      atomic.Pointer[tracer] // live trace watchers (Watch); nil: none
+	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
 	maxPayload                  uint32
 	parser                      *wire.Parser
@@ -141,6 +165,11 @@ type Device struct {
 	drove     atomic.Bool // a driver drove it since the engine last looked
 	polls     uint64      // Poll passes, to advance ALIVE now and then (under running)
 	lastAlive int64       // when Poll last advanced ALIVE (under running)
+
+	eng       *Engine   // the engine serving it, told when it fails
+	portClose sync.Once // the engine closes a failed device's port, Close the others'
+	portErr   error
+	failure   atomic.Pointer[error] // why a fault in its region failed it (fault.go)
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -192,7 +221,7 @@ func New(cfg Config) (*Device, error) {
 		amtat:  make([]uint32, cfg.AMTATEntries),
 		peers:  map[uint16]*peer{},
 		rings:  make([]ringState, cfg.AMTEntries),
-		tcfg:   transport.Config{Window: cfg.Window, MaxTimeouts: cfg.MaxTimeouts},
+		tcfg:   transport.Config{Window: cfg.Window, MaxTimeouts: cfg.MaxTimeouts, HoldLimit: max(0, cfg.HoldLimit.Nanoseconds())},
 	}
 	for i := 0; i < cfg.Vectors && err == nil; i++ {
 		var e *eventfd.FD
@@ -216,8 +245,7 @@ func New(cfg Config) (*Device, error) {
 		v   uint64
 	}{
 		{uapi.RegABIVersion, uapi.ABIVersion},
-		{uapi.RegFeatures, uapi.FeatIPUSH | uapi.FeatAMTAT | uapi.FeatDirectAMT | uapi.FeatPULL | uapi.FeatPktStatus |
-			uapi.FeatDevHead | uapi.FeatHold | uapi.FeatNACK | uapi.FeatTrace | uapi.FeatReliable},
+		{uapi.RegFeatures, features(cfg)},
 		{uapi.RegNodeID, uint64(cfg.Node)},
 		{uapi.RegRegionSize, g.RegionSize},
 		{uapi.RegCmdqOff, g.CmdqOff}, {uapi.RegCmdqEntries, g.CmdqEntries},
@@ -238,8 +266,22 @@ func New(cfg Config) (*Device, error) {
 	} {
 		r.Store64(w.off, w.v)
 	}
+	if cfg.Check {
+		d.chk = newChecker(d)
+		d.chk.snap()
+	}
 	r.Store64(uapi.RegMagic, uapi.Magic) // last: a driver that sees the magic sees a whole page
 	return d, nil
+}
+
+// features are the FEATURES bits of a device made with cfg.
+func features(cfg Config) uint64 {
+	f := uint64(uapi.FeatIPUSH | uapi.FeatAMTAT | uapi.FeatDirectAMT | uapi.FeatPULL | uapi.FeatPktStatus |
+		uapi.FeatDevHead | uapi.FeatHold | uapi.FeatNACK | uapi.FeatTrace | uapi.FeatReliable)
+	if cfg.Check {
+		f |= uapi.FeatCheck
+	}
+	return f
 }
 
 func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
@@ -252,6 +294,8 @@ func (d *Device) AttachPort(p link.Port) {
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
+	d.peerSet, _ = p.(link.PeerSet)
+	d.screener, _ = p.(link.Screener)
 	if c, ok := p.(interface{ Dropped() uint64 }); ok {
 		d.linkRxDropped = c.Dropped
 	}
@@ -271,6 +315,9 @@ func (d *Device) AttachPort(p link.Port) {
 	d.maxPayload = mp
 	d.r.Store64(uapi.RegMTU, uint64(mp))
 	d.r.Store64(uapi.RegState, uapi.StateRunning)
+	if d.chk != nil {
+		d.chk.snap() // before the engine runs: the device's own stores
+	}
 }
 
 // mirrorLink copies the port's own counters into the register page.
@@ -280,6 +327,26 @@ func (d *Device) mirrorLink() {
 	}
 	if d.linkTxErrors != nil {
 		d.r.Store64(uapi.CtrLinkTxErrors.Off(), d.linkTxErrors())
+	}
+	d.mirrorScreen()
+}
+
+// mirrorScreen stores the refusals of senders, the port's and the
+// device's own, into their counters.
+func (d *Device) mirrorScreen() {
+	c := d.screened
+	if d.screener != nil {
+		c = c.Add(d.screener.Screened())
+	}
+	for _, w := range []struct {
+		ctr uapi.Counter
+		v   uint64
+	}{
+		{uapi.CtrRxUnknownPeer, c.UnknownPeer}, {uapi.CtrRxSpoofed, c.Spoofed},
+		{uapi.CtrAuthFail, c.AuthFail}, {uapi.CtrAuthReplay, c.AuthReplay},
+		{uapi.CtrAuthSessions, c.AuthSessions},
+	} {
+		d.r.Store64(w.ctr.Off(), w.v)
 	}
 }
 
@@ -331,6 +398,9 @@ func (d *Device) AddInterrupt(fd int) {
 // system monitor's look every 10 ms.
 func (d *Device) Ring() {
 	d.count(uapi.CtrDoorbells, 1)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvDoorbell})
+	}
 	if d.driven.Load() == 0 {
 		d.wakeEngine()
 	}
@@ -362,7 +432,10 @@ func (d *Device) RemoveInterrupt(fd int) {
 
 // MarkStopped publishes STATE=stopped, so drivers (guests get no
 // interrupt) notice the device going away and fail with a named error.
-func (d *Device) MarkStopped() { d.r.Store64(uapi.RegState, uapi.StateStopped) }
+// A failed device's region is not touched.
+func (d *Device) MarkStopped() {
+	d.guard(func() { d.r.Store64(uapi.RegState, uapi.StateStopped) })
+}
 
 // InterruptFD is the eventfd the device signals to wake a sleeping driver.
 func (d *Device) InterruptFD() int { return d.irq.Int() }
@@ -376,15 +449,15 @@ func (d *Device) Close() error {
 	// acknowledged before we go: a peer must not fail a command whose
 	// data arrived because our process exited right after reading it.
 	if d.port != nil && d.book.AcksOwed > 0 && d.running.CompareAndSwap(false, true) {
-		d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
-		d.flushAcks(false)
+		d.guard(func() {
+			d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
+			d.flushAcks(false)
+		})
 		d.running.Store(false)
 	}
-	if d.port != nil {
-		errs = append(errs, d.port.Close())
-	}
+	errs = append(errs, d.closePort())
 	if d.shm != nil {
-		d.r.Store64(uapi.RegState, uapi.StateStopped)
+		d.MarkStopped()
 		errs = append(errs, d.shm.Close(!d.cfg.KeepRegion))
 		d.shm = nil
 	}
@@ -394,6 +467,16 @@ func (d *Device) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closePort closes the device's port, once: a failed device's at once,
+// so its peers' frames stop queueing for it, and every other one in Close.
+func (d *Device) closePort() error {
+	if d.port == nil {
+		return nil
+	}
+	d.portClose.Do(func() { d.portErr = d.port.Close() })
+	return d.portErr
 }
 
 func (d *Device) count(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }
@@ -451,6 +534,9 @@ func (d *Device) postStatus(s *uapi.Status) bool {
 	d.statFull = false
 	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
 	d.r.WriteStatus(slot, s)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvStatus, Status: *s})
+	}
 	d.statTail++
 	d.r.Store64(uapi.RegStatqTail, d.statTail)
 	d.count(uapi.CtrStatusWritten, 1)
@@ -486,6 +572,9 @@ func (d *Device) interrupt() {
 	d.irqWanted = false
 	if d.r.Load64(uapi.RegDrvWait) != 0 {
 		d.r.Add64(uapi.RegInterrupts, 1)
+		if t := d.tracer.Load(); t != nil {
+			t.emit(d, Event{Kind: EvInterrupt})
+		}
 		d.irqMu.Lock() // the slow path: only a sleeping driver pays for it
 		for _, fd := range d.irqs {
 			eventfd.Signal(fd)

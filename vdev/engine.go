@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,9 @@ type Engine struct {
 	stop     atomic.Bool
 	done     chan struct{}
 	once     sync.Once
+
+	failures atomic.Uint64                        // devices failed so far (fault.go)
+	onFault  atomic.Pointer[func(*Device, error)] // told of each failed device
 }
 
 // NewEngine makes an engine for devs; each must have a port attached.
@@ -55,6 +59,7 @@ func NewEngine(devs ...*Device) (*Engine, error) {
 		})
 		wake := e.notify // kicks only a sleeping engine, as the doorbell eventfd's reader does
 		d.wake.Store(&wake)
+		d.eng = e
 	}
 	return e, nil
 }
@@ -84,6 +89,10 @@ func (e *Engine) Stop() {
 
 // step runs one pass of a device's engines; it reports work done.
 func (d *Device) step(now *int64) bool {
+	if d.chk != nil {
+		d.chk.pass()
+		defer d.chk.snap()
+	}
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	d.pass++
 	busy := d.pollRx()
@@ -144,22 +153,56 @@ func (e *Engine) run() {
 			wg.Add(1)
 			go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
 				defer wg.Done()
+				debug.SetPanicOnFault(true) // counting touches the region (fault.go)
+				defer func() {
+					if r := recover(); r != nil {
+						err := d.faultAt(r)
+						if err == nil {
+							panic(r)
+						}
+						d.markFailed(err)
+					}
+				}()
 				for {
 					if _, err := w.Wait(0); err != nil {
 						return
 					}
 					d.count(uapi.CtrDoorbells, 1)
+					if t := d.tracer.Load(); t != nil {
+						t.emit(d, Event{Kind: EvDoorbell})
+					}
 					e.kick()
 				}
 			}(d, w)
 		}
 	}
+	debug.SetPanicOnFault(true) // a device's region may be shrunk under us (fault.go)
+	seen := uint64(0)
+	for !e.stop.Load() {
+		if f := e.failures.Load(); f != seen {
+			seen = f
+			e.prune()
+		}
+		e.loop()
+	}
+}
+
+// loop runs the engine's passes until Stop, or until a fault in a
+// device's region breaks one off (recoverFault fails that device; run
+// drops it and starts loop again for the others).
+func (e *Engine) loop() {
+	defer e.recoverFault()
 	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	seen := e.failures.Load()
 	lastWork := int64(0)
 	lastAlive := int64(0)
 	iter, busyRuns := 0, 0
 	timedOut := false // the last sleep ended by its timer, not a wake-up
 	for !e.stop.Load() {
+		if e.failures.Load() != seen {
+			return // a device failed off the engine (a doorbell's count): run drops it
+		}
 		busy := false
 		var now int64
 		for _, d := range e.devs {
@@ -214,6 +257,7 @@ func (e *Engine) run() {
 			if d.parker != nil {
 				d.parker.Park(true) // peers in other processes signal us from now on
 			}
+			d.checkSleep(false)
 		}
 		timeout := time.Duration(idleNs)
 		work := false
@@ -246,6 +290,9 @@ func (e *Engine) run() {
 				lastAlive = t
 				e.heartbeat(t)
 				timedOut = true
+				for _, d := range e.devs {
+					d.checkSleep(true)
+				}
 			}
 			timer.Stop()
 		}
@@ -276,6 +323,21 @@ func (e *Engine) kick() {
 	case e.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// checkSleep tells a checked device's checker that the engine falls
+// asleep on it, or (timedOut) that the sleep ended by its timer, unless a
+// driver runs the device: then no doorbell is owed.
+func (d *Device) checkSleep(timedOut bool) {
+	if d.chk == nil || d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+		return
+	}
+	if timedOut {
+		d.chk.timerWake = true
+	} else {
+		d.chk.sleeping()
+	}
+	d.running.Store(false)
 }
 
 // portReady peeks whether a frame waits, without taking it.

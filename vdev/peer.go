@@ -46,6 +46,81 @@ type peer struct {
 	// field to it passes one, and each is repeated when it resends
 	refusals    []refusal
 	refusalPass uint64 // the engine pass that last repeated them
+
+	// stranger: made for a sender no PeerSet vouched for (a shared segment
+	// without a key); such peers are bounded, and forgotten when idle
+	stranger  bool
+	lastHeard int64 // a stranger's last frame (ns)
+}
+
+// maxStrangers bounds the peers a device keeps for senders its port
+// cannot vouch for: each may pin a held frame and owed replies, so a flood
+// of made-up node ids must not grow them without limit.
+const maxStrangers = 256
+
+// strangerIdle is how long a stranger with nothing outstanding is kept
+// after its last frame when its place is wanted.
+const strangerIdle = 10_000_000_000
+
+// admit decides whether a frame from node, whose Ethernet source is src,
+// may reach the peer table: the source must be the node's own address,
+// and the node one the port vouches for, or, when it cannot, one of at
+// most maxStrangers. Refusals are counted (RX_SPOOFED, RX_UNKNOWN_PEER)
+// and keep nothing.
+func (d *Device) admit(node uint16, src []byte) (*peer, bool) {
+	if n, ok := wire.MACNode(src); !ok || n != node {
+		d.screened.Spoofed++
+		d.mirrorScreen()
+		return nil, false
+	}
+	if p := d.peers[node]; p != nil {
+		if p.stranger {
+			p.lastHeard = d.now()
+		}
+		return p, true
+	}
+	if d.peerSet != nil {
+		if !d.peerSet.KnowsPeer([6]byte(src)) {
+			d.screened.UnknownPeer++
+			d.mirrorScreen()
+			return nil, false
+		}
+		return d.peerOf(node), true
+	}
+	if d.strangers >= maxStrangers && !d.evictStranger() {
+		d.screened.UnknownPeer++
+		d.mirrorScreen()
+		return nil, false
+	}
+	p := d.peerOf(node)
+	p.stranger, p.lastHeard = true, d.now()
+	d.strangers++
+	return p, true
+}
+
+// evictStranger forgets the stranger idle longest, if one has nothing
+// outstanding either way and was idle for strangerIdle.
+func (d *Device) evictStranger() bool {
+	now := d.now()
+	victim := -1
+	for i, p := range d.peerList {
+		if !p.stranger || now-p.lastHeard < strangerIdle || len(p.q) > 0 || len(p.resp) > 0 || len(p.pulls) > 0 ||
+			p.held != nil || p.pagingHold || len(p.owedCtl) > 0 || p.tx.Unacked() > 0 || p.tx.Armed() ||
+			p.rx.Pending() || p.msg.open || p.pullDeadline != 0 {
+			continue
+		}
+		if victim < 0 || p.lastHeard < d.peerList[victim].lastHeard {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	p := d.peerList[victim]
+	delete(d.peers, p.node)
+	d.peerList = slices.Delete(d.peerList, victim, victim+1)
+	d.strangers--
+	return true
 }
 
 // refusal is a packet the receiver refused for good, and why.
@@ -120,12 +195,18 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 	}
 	if gather && d.vec != nil && len(payload) > 0 {
 		head := wire.AppendHead(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if t := d.tracer.Load(); t != nil {
+			d.traceTx(t, h, head, payload)
+		}
 		if err := d.vec.SendVec(head, payload); err != nil {
 			d.port.Release(head)
 			return err
 		}
 	} else {
 		f := wire.AppendFrame(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
+		if t := d.tracer.Load(); t != nil {
+			d.traceTx(t, h, f, nil)
+		}
 		if err := d.port.Send(f); err != nil {
 			d.port.Release(f)
 			return err
@@ -198,8 +279,12 @@ func (d *Device) confirmRefusal(p *peer, epoch uint16, seq uint32) {
 func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) {
 	if len(p.owedCtl) == 0 {
 		err := d.sendAck(p, typ, seq, code, flags)
-		if err == nil || !errors.Is(err, link.ErrFull) {
-			return // sent, or nobody on the link has that node's address
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, link.ErrFull) {
+			d.count(uapi.CtrOwedDropped, 1) // nobody on the link has that node's address
+			return
 		}
 	}
 	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code, flags})
@@ -212,8 +297,11 @@ func (d *Device) flushOwed() bool {
 	for _, p := range d.peerList {
 		for len(p.owedCtl) > 0 {
 			c := p.owedCtl[0]
-			if err := d.sendAck(p, c.typ, c.seq, c.code, c.flags); err != nil && errors.Is(err, link.ErrFull) {
-				return busy
+			if err := d.sendAck(p, c.typ, c.seq, c.code, c.flags); err != nil {
+				if errors.Is(err, link.ErrFull) {
+					return busy
+				}
+				d.count(uapi.CtrOwedDropped, 1) // no route to it: trying again every pass would only burn the core
 			}
 			p.owedCtl = p.owedCtl[1:]
 			d.owed--
@@ -267,8 +355,15 @@ func (d *Device) flushAcks(burst bool) {
 		if !p.rx.AckWanted(d.pass, burst, d.ackEvery()) {
 			continue
 		}
-		if d.sendAck(p, wire.TypeAck, 0, 0, 0) == nil {
+		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0); {
+		case err == nil:
 			p.rx.AckSent(true) // also a bare ACK (nothing accepted yet): never resend it every pass
+		case !errors.Is(err, link.ErrFull):
+			// The link has no route to p (a sender from outside the peers
+			// file): the ACK can never leave, and retrying it every pass
+			// would keep an idle engine busy for good.
+			d.count(uapi.CtrOwedDropped, 1)
+			p.rx.AckSent(true)
 		}
 	}
 }
@@ -288,6 +383,12 @@ func (d *Device) control(p *peer, h *wire.Header) {
 	nack := h.Type == wire.TypeNack
 	if nack {
 		d.count(uapi.CtrNACKsRx, 1)
+		if c := h.Code; c != wire.NackRetry && c != wire.NackSeqErr && (c > wire.NackRefusalMax || uapi.Errno(c) >= uapi.NumErrnos) {
+			// A code the datasheet does not name: a peer speaking another
+			// protocol, or a forgery. A command never fails with it.
+			d.count(uapi.CtrRxBadNack, 1)
+			return
+		}
 	}
 	if h.Flags&wire.FlagAckValid == 0 && !nack && (h.Type != wire.TypeAck || h.Flags&wire.FlagHold == 0) {
 		return // nothing about our sending
@@ -328,7 +429,7 @@ func (d *Device) control(p *peer, h *wire.Header) {
 		}
 	}
 	if h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 {
-		p.tx.Alive() // the peer is there, only holding: not unreachable
+		p.tx.Alive(now) // the peer is there, only holding: not unreachable
 	}
 	if p.tx.Acked() != before {
 		d.retire(p, before)
@@ -388,6 +489,9 @@ func (d *Device) expire(p *peer, now int64) {
 	case transport.Unreachable:
 		d.count(uapi.CtrTimeouts, 1)
 		d.failPeer(p, uapi.EUnreachable)
+	case transport.HoldExpired:
+		d.count(uapi.CtrHoldExpired, 1)
+		d.failPeer(p, uapi.EHoldLimit)
 	}
 }
 

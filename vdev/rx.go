@@ -161,6 +161,9 @@ func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, er
 		d.port.Release(f)
 		return false
 	}
+	if t := d.tracer.Load(); t != nil && !retry {
+		d.traceFrame(t, EvRx, h, f, rest)
+	}
 	if h.DstNode != d.node || h.SrcNode == d.node {
 		d.count(uapi.CtrRxMalformed, 1)
 		d.port.Release(f)
@@ -169,7 +172,11 @@ func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, er
 	if d.trace && !retry && h.Type <= wire.TypeIPush {
 		d.stamp(uapi.TraceRx)
 	}
-	p := d.peerOf(h.SrcNode)
+	p, ok := d.admit(h.SrcNode, f[6:12])
+	if !ok {
+		d.port.Release(f)
+		return false
+	}
 	if !retry {
 		if h.Flags&wire.FlagSeq != 0 && p.rx.Stale(h.Code) {
 			// A late data frame of a session the peer has ended: it would
@@ -522,6 +529,7 @@ func (d *Device) rxIPush(p *peer, h *wire.Header, payload []byte) (outcome, uapi
 	if h.Flags&wire.FlagDirectAMT != 0 {
 		idx = uint64(h.DstProc)
 		if idx >= d.g.AMTEntries {
+			d.count(uapi.CtrIPushBadAMT, 1)
 			return refused, uapi.EBadAMT
 		}
 	} else {
@@ -539,6 +547,7 @@ func (d *Device) rxIPush(p *peer, h *wire.Header, payload []byte) (outcome, uapi
 	need := roundUp(n, uapi.RingAlign)
 	if flags&uapi.AMTFlagValid == 0 || base%uapi.RingAlign != 0 || size%uapi.RingAlign != 0 || size == 0 ||
 		!d.inLinkMem(base, uint32(min(size, uapi.MaxXfer))) || size > uapi.MaxXfer {
+		d.count(uapi.CtrIPushBadAMT, 1)
 		return refused, uapi.EBadAMT
 	}
 	pkt := h.Flags&wire.FlagPktStatus != 0
@@ -562,6 +571,7 @@ func (d *Device) rxIPush(p *peer, h *wire.Header, payload []byte) (outcome, uapi
 	}
 	if tail-head > size || tail+pad+need-head > size {
 		if tail-head > size {
+			d.count(uapi.CtrIPushBadAMT, 1)
 			return refused, uapi.EBadAMT // the driver scribbled the pointers
 		}
 		d.ringFullOnce(p, uint16(idx))

@@ -86,7 +86,10 @@ func (d *Device) intake() bool {
 		// slot itself costs one cache-line transfer per command where
 		// polling CMDQ_TAIL and then reading the slot costs two.
 		slot := d.cmdSlot(d.cmdHead)
-		if d.r.Load64At(slot+uapi.DescSeqOff) != d.cmdHead+1 {
+		if seq := d.r.Load64At(slot + uapi.DescSeqOff); seq != d.cmdHead+1 {
+			if d.chk != nil {
+				d.chk.overrun(d.cmdHead, seq)
+			}
 			break
 		}
 		idx := d.cmdHead
@@ -119,6 +122,12 @@ func (d *Device) cmdSlot(idx uint64) uint64 {
 // take executes a descriptor taken from the command queue.
 func (d *Device) take(desc uapi.Desc, idx uint64) {
 	d.count(uapi.CtrCmds, 1)
+	if d.chk != nil {
+		d.chk.took(idx)
+	}
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvCmd, Index: idx, Desc: desc})
+	}
 	if d.trace {
 		d.stamp(uapi.TraceCmdSeen)
 	}
@@ -164,6 +173,9 @@ func (d *Device) takeAhead() bool {
 
 // fail completes a command with an error status naming it and the reason.
 func (d *Device) fail(desc *uapi.Desc, idx uint64, e uapi.Errno) {
+	if d.chk != nil {
+		d.chk.desc(desc, idx)
+	}
 	d.setError(desc.Opcode, idx, e)
 	d.complete(&uapi.Status{Type: uapi.StError, Opcode: desc.Opcode, Err: e, End: idx, Cookie: desc.Cookie,
 		SrcNode: d.node, SrcProc: desc.SrcProc})
@@ -176,6 +188,9 @@ func (d *Device) complete(s *uapi.Status) {
 }
 
 func (d *Device) done(desc *uapi.Desc, idx uint64) {
+	if d.chk != nil {
+		d.chk.desc(desc, idx)
+	}
 	if desc.Flags&uapi.FlagSignal != 0 {
 		d.complete(&uapi.Status{Type: uapi.StDone, Opcode: desc.Opcode, End: idx, Cookie: desc.Cookie,
 			SrcNode: d.node, SrcProc: desc.SrcProc, Length: desc.Length})
@@ -199,6 +214,9 @@ func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
 	case e != uapi.EOK:
 		d.fail(&j.desc, j.idx, e)
 	case j.desc.Opcode == uapi.OpPULL: // its data landed
+		if d.chk != nil {
+			d.chk.desc(&j.desc, j.idx)
+		}
 		d.complete(&uapi.Status{Type: uapi.StPULLDone, Opcode: uapi.OpPULL, SrcNode: p.node, SrcProc: j.desc.SrcProc,
 			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie})
 	default:
@@ -575,7 +593,13 @@ func (d *Device) serveResponses() bool {
 				if err := d.transmit(p, &e, seq, false); err != nil {
 					if errors.Is(err, link.ErrFull) {
 						d.blocked(p)
+						return busy
 					}
+					// No route to the requester: its responses can never
+					// leave, and retrying them every pass would keep an
+					// idle engine busy for good.
+					d.count(uapi.CtrOwedDropped, uint64(len(p.resp)))
+					d.failPeer(p, sendErrno(err))
 					return busy
 				}
 				p.tx.Sent(d.now())

@@ -1,6 +1,8 @@
 // Command dimmnet-plot draws saved ping-pong results (dimmnet pingpong
 // --json) as RTT/2 and MB/s against message size, one line per run, mode
-// and condition, so links or machines compare in one picture. It is a
+// and condition, so links or machines compare in one picture; given
+// dimmnet fabric-bench --json it draws one plot per regenerated table
+// (OUT-table2.svg, ...), the model beside the paper. It is a
 // command of its own so the dimmnet binary (a lab guest's /init too) stays
 // free of the plotting library.
 package main
@@ -15,6 +17,8 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/driver/pingpong/plot"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
+	fabricplot "github.com/dimmnet/dimmnet/vdev/fabric/plot"
 )
 
 func main() {
@@ -28,7 +32,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("dimmnet-plot", flag.ContinueOnError)
 	out := fs.String("o", "pingpong.svg", "output file: .svg or .png")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json (one per run to compare).")
+		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json (one per run to compare),\nor one output of dimmnet fabric-bench --json (one plot per table).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,6 +47,9 @@ func run(args []string) error {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			return err
+		}
+		if recs, ok := fabricRecords(b); ok {
+			return writeTables(*out, recs)
 		}
 		var res []pingpong.Result
 		if err := json.Unmarshal(b, &res); err != nil {
@@ -69,4 +76,35 @@ func writePlot(name string, series []plot.Series) error {
 		return err
 	}
 	return f.Close()
+}
+
+// fabricRecords recognises fabric-bench output: records that name a table.
+func fabricRecords(b []byte) ([]fabric.Record, bool) {
+	var recs []fabric.Record
+	if err := json.Unmarshal(b, &recs); err != nil || len(recs) == 0 || recs[0].Table == "" {
+		return nil, false
+	}
+	return recs, true
+}
+
+// writeTables draws each table into OUT-tableN.EXT.
+func writeTables(out string, recs []fabric.Record) error {
+	ext := filepath.Ext(out)
+	for _, t := range fabricplot.Tables(recs) {
+		name := strings.TrimSuffix(out, ext) + "-table" + t + ext
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		if err := fabricplot.Draw(f, name, t, recs); err != nil {
+			f.Close()
+			os.Remove(name)
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Println(name)
+	}
+	return nil
 }

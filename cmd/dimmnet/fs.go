@@ -15,6 +15,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,6 +45,12 @@ func attachAll(dir string) ([]string, []driver.Transport, error) {
 	return names, ts, nil
 }
 
+// fileExists reports whether something is at p (a symlink included).
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
 func nodeNum(sock string) int {
 	var n int
 	fmt.Sscanf(strings.TrimPrefix(filepath.Base(sock), "node"), "%d", &n)
@@ -53,13 +60,19 @@ func nodeNum(sock string) int {
 // fsCmd mounts the live register view of every device a daemon hosts.
 func fsCmd(args []string) error {
 	fs := flag.NewFlagSet("fs", flag.ContinueOnError)
-	dir := fs.String("dir", "", "the daemon's directory (dimmnet serve --dir)")
+	dir := fs.String("dir", "", "the daemon's directory (dimmnet serve --dir; default: serve's default, checked as serve checks it)")
 	rw := fs.Bool("rw", false, "allow writes to RW registers and link memory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dir == "" || fs.NArg() != 1 {
-		return errors.New("usage: dimmnet fs --dir DIR [--rw] MOUNTPOINT")
+	if fs.NArg() != 1 {
+		return errors.New("usage: dimmnet fs [--dir DIR] [--rw] MOUNTPOINT")
+	}
+	if *dir == "" {
+		*dir = rundir.Default()
+		if err := rundir.Check(*dir); err != nil {
+			return err
+		}
 	}
 	mnt := fs.Arg(0)
 	names, ts, err := attachAll(*dir)
@@ -128,13 +141,21 @@ func statCmd(args []string) error {
 		return err
 	}
 	if fs.NArg() > 1 {
-		return errors.New("usage: dimmnet stat [-w] [SOCKET] (no socket: the device on this guest's PCI bus)")
+		return errors.New("usage: dimmnet stat [-w] [SOCKET] (a bare name such as node1.sock is in serve's default directory; no socket: node0.sock there if a daemon serves it, else the device on this guest's PCI bus)")
 	}
 	var t driver.Transport
 	var err error
 	name := "pci"
-	if fs.NArg() == 1 {
-		sock := fs.Arg(0)
+	sock := fs.Arg(0)
+	if sock == "" {
+		if p := filepath.Join(rundir.Default(), "node0.sock"); fileExists(p) {
+			sock = "node0.sock"
+		}
+	}
+	if sock != "" {
+		if sock, err = rundir.Socket(sock); err != nil {
+			return err
+		}
 		t, err = driver.Dial(sock)
 		name = strings.TrimSuffix(filepath.Base(sock), ".sock")
 	} else {

@@ -48,6 +48,8 @@ func labCmd(args []string) error {
 	spin := fs.Bool("spin", false, "guests poll without ever sleeping (faster when cores are plentiful)")
 	linkKind := fs.String("link", "mem", "what joins the two devices: mem (one daemon, its in-memory hub), udp (a daemon per guest, linked over loopback UDP), tap (a daemon per guest, each device's TAP on a bridge) or afpacket (a daemon per guest, AF_PACKET on the two ends of a veth pair); tap and afpacket need root and run in a network namespace the lab makes and removes")
 	pcapFile := fs.String("pcap", "", "capture every frame between the two devices to this pcap file")
+	check := fs.Bool("check", false, "checked devices (serve --check): the guests' drivers' violations of the datasheet are counted and logged; the guests' dimmnet stat lists them")
+	keyFile := fs.String("key", "", "authenticate the frames between the devices with this pre-shared key file (passed to every daemon's serve --key; the in-memory hub of --link mem carries them too)")
 	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -157,6 +159,20 @@ func labCmd(args []string) error {
 		}
 		daemonArgs[0] = append(daemonArgs[0], "--pcap", p)
 		progress("capturing the frames between the devices to %s (daemon 0 records them)", *pcapFile)
+	}
+	if *check {
+		for i := range daemonArgs {
+			daemonArgs[i] = append(daemonArgs[i], "--check")
+		}
+	}
+	if *keyFile != "" {
+		p, err := filepath.Abs(*keyFile)
+		if err != nil {
+			return err
+		}
+		for i := range daemonArgs {
+			daemonArgs[i] = append(daemonArgs[i], "--key", p)
+		}
 	}
 	if *attach == "vfio" {
 		// A device-less ivshmem server too: the guests' raw interrupt

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/link/fault"
 	"github.com/dimmnet/dimmnet/vdev/netsetup"
@@ -22,6 +23,34 @@ type linkOpts struct {
 	payload int    // packet payload (mem and udp; afpacket/tap follow the interface MTU)
 	fault   string // fault injection spec, "" for none
 	pcap    string // capture file, "" for none
+	key     string // pre-shared key file: authenticated links; "" for none
+	check   bool   // checked devices (vdev.Config.Check)
+}
+
+// keyFor loads the pre-shared key of --key, or nil without one.
+func keyFor(path string) (*auth.Key, error) {
+	if path == "" {
+		return nil, nil
+	}
+	k, err := auth.LoadKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	return &k, nil
+}
+
+// keyed authenticates p's frames under key (none: p as it is). It wraps
+// last, so captures and faults see the frames as the medium carries them.
+func keyed(p link.Port, key *auth.Key) (link.Port, error) {
+	if key == nil {
+		return p, nil
+	}
+	a, err := auth.Wrap(p, *key)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
 // ports builds the two devices' ports (nodes 1 and 2) on the chosen medium
@@ -34,6 +63,10 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 		if fc, err = fault.Parse(o.fault); err != nil {
 			return nil, nil, err
 		}
+	}
+	key, err := keyFor(o.key)
+	if err != nil {
+		return nil, nil, err
 	}
 	var cleanups []func() error
 	cleanup := func() error {
@@ -130,7 +163,7 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 			}
 			cleanups = append(cleanups, func() error { return finish() })
 		}
-		return p, nil
+		return keyed(p, key)
 	}
 	return wrapped, cleanup, nil
 }
@@ -159,13 +192,17 @@ func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
 // daemon can serve a network namespace someone else made, as the lab's
 // --link tap|afpacket does, without running in it. The cleanup removes
 // TAPs (and a bridge) the daemon made.
-func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname, bridge, faultSpec string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
+func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname, bridge, faultSpec, keyFile string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
 	var fc fault.Config
 	if faultSpec != "" {
 		var err error
 		if fc, err = fault.Parse(faultSpec); err != nil {
 			return nil, nil, err
 		}
+	}
+	key, err := keyFor(keyFile)
+	if err != nil {
+		return nil, nil, err
 	}
 	var open func(d *vdev.Device) (link.Port, error)
 	var made []string
@@ -256,12 +293,15 @@ func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname,
 	}
 	wrapped := func(d *vdev.Device) (link.Port, error) {
 		p, err := open(d)
-		if err != nil || !fc.Active() {
-			return p, err
+		if err != nil {
+			return nil, err
 		}
-		c := fc
-		c.Seed += int64(d.Node())
-		return fault.Wrap(p, c), nil
+		if fc.Active() {
+			c := fc
+			c.Seed += int64(d.Node())
+			p = fault.Wrap(p, c)
+		}
+		return keyed(p, key)
 	}
 	return wrapped, cleanup, nil
 }

@@ -17,6 +17,7 @@ import (
 func lmmcBenchCmd(args []string) (rerr error) {
 	fs := flag.NewFlagSet("lmmc-bench", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON records")
+	check := fs.Bool("check", false, "checked devices: the LMMC manager's driver is held to the datasheet; a violation fails the run")
 	ports := fs.Int("ports", 8, "ports per connection")
 	frames := fs.Int("frames", 3, "receive frames per connected node (fewer than ports: it pages)")
 	rounds := fs.Int("rounds", 120, "rounds of each pattern")
@@ -56,7 +57,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 		}
 		for _, pol := range pols {
 			progress(fmt.Sprintf("lmmc-bench: %s, %s", pat, pol))
-			r, err := lmmc.Bench(pol, pat, *ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size, Capture: cw})
+			r, err := lmmc.Bench(pol, pat, *ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size, Capture: cw, Check: *check})
 			if err != nil {
 				return fmt.Errorf("%s/%s: %w", pat, pol, err)
 			}

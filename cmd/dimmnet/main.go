@@ -17,16 +17,28 @@ commands:
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
 
-  serve      the backend daemon: devices in /dev/shm behind QEMU ivshmem
-             server sockets (dimmnet serve --dir DIR --nodes N)
+  serve      the backend daemon: devices in shared memory behind QEMU ivshmem
+             server sockets (dimmnet serve [--dir DIR] --nodes N; the
+             default DIR is $XDG_RUNTIME_DIR/dimmnet, /run/dimmnet for root)
 
   fs         mount a live /dev-like view of every device a daemon serves
-             (dimmnet fs --dir DIR [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] SOCK;
-             no SOCK inside a lab guest: the PCI device)
+             (dimmnet fs [--dir DIR] [--rw] MOUNTPOINT)
+  stat       print a device's registers and counters (dimmnet stat [-w] [SOCK];
+             no SOCK: the default DIR's node0.sock, or inside a lab guest
+             the PCI device)
+  trace      stream a daemon device's live trace, decoded: commands, statuses,
+             doorbells, interrupts, frames, violations (dimmnet trace SOCK)
+  conform    run a driver program against checked devices in every situation
+             a driver must survive (dimmnet conform -- CMD ARGS)
   lab        two QEMU guests with a device each: dimmnet lab pingpong|shell
   lmmc-bench LMMC remote paging: faults and write latencies per policy and pattern
   mpbench    FMPL message passing beside raw PUSH and Open MPI (dimmnet mpbench -np N; or under mpirun)
+  fabric-bench
+             the RHiNET-2 multicast paper's Tables 2-5 on the switch-fabric
+             model beside the paper's numbers (plots: dimmnet-plot on --json)
+  barrier    the paper's barrier and multicast orders on 64 real devices
+             behind a switch fabric, beside the model (dimmnet barrier
+             --nodes 64 --topology mesh4x4 --routing updown --order shio)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -50,12 +62,20 @@ func main() {
 		err = fsCmd(os.Args[2:])
 	case "stat":
 		err = statCmd(os.Args[2:])
+	case "trace":
+		err = traceCmd(os.Args[2:])
+	case "conform":
+		err = conformCmd(os.Args[2:])
 	case "lab":
 		err = labCmd(os.Args[2:])
 	case "lmmc-bench":
 		err = lmmcBenchCmd(os.Args[2:])
 	case "mpbench":
 		err = mpbenchCmd(os.Args[2:])
+	case "fabric-bench":
+		err = fabricBenchCmd(os.Args[2:])
+	case "barrier":
+		err = barrierCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

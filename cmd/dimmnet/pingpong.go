@@ -20,6 +20,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,8 +37,10 @@ func pingpongCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on both devices' receive sides, e.g. loss=0.1,dup=0.01,reorder=0.05,corrupt=0.001,seed=1; the same sizes are also measured without faults on the same medium first, and records carry that baseline and the faulty/lossless ratios (turns --verify on)")
 	verify := fs.Bool("verify", false, "the receiver copies every payload out after its status and compares it byte for byte with what the sender wrote for that iteration; a mismatch fails the run. On by default with --fault (--verify=false turns it off). Timings include the check: each responder copies a message out before replying")
 	pcapFile := fs.String("pcap", "", "capture every frame of the pair to this pcap file")
+	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (docs/sandbox.md); records carry violations, which the run prints; with --link shm both processes check")
+	keyFile := fs.String("key", "", "authenticate every frame with this pre-shared key file (at least 16 bytes, mode 0600): the in-process pair also measures the same sizes without a key first and prints what the key costs (records carry keyed, unkeyed and key_ratio); with --link shm both processes use it")
 	quiet := fs.Bool("q", false, "no progress line")
-	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve, then the raw baselines between processes (see --raw-time)")
+	attach := fs.String("attach", "", "SOCK_A,SOCK_B: ping-pong between two processes attached to a running dimmnet serve (a bare name such as node0.sock is in serve's default directory), then the raw baselines between processes (see --raw-time)")
 	compare := fs.Bool("compare", false, "with --attach: also run the embedded in-process ping-pong and print the ratios")
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
@@ -61,20 +64,28 @@ func pingpongCmd(args []string) error {
 		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
 	}
 	pl := newPlan(*maxSize, *iters, *runTime)
-	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile}
+	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
 	switch {
 	case *responder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, pl)
 	case *shmResponder != "":
-		return respondProcess(func() (*driver.Driver, func(), error) { return shmDevice(*shmResponder, uint16(*node), *payload) }, *peer, *maxSize, *verify, pl)
+		return respondProcess(func() (*driver.Driver, func(), error) {
+			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
+		}, *peer, *maxSize, *verify, pl)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
 			socks := strings.Split(*attach, ",")
 			if len(socks) != 2 {
 				return fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", *attach)
+			}
+			for i := range socks {
+				var err error
+				if socks[i], err = rundir.Socket(socks[i]); err != nil {
+					return fmt.Errorf("--attach: %w", err)
+				}
 			}
 			pp = attachPair(socks[0], socks[1])
 		} else {
@@ -86,7 +97,7 @@ func pingpongCmd(args []string) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			pp = shmPair(dir, *payload)
+			pp = shmPair(dir, *payload, *keyFile, *check)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
 		if err != nil {
@@ -143,7 +154,17 @@ func pingpongCmd(args []string) error {
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
 	}
-	var lossless []pingpong.Result
+	var lossless, unkeyed []pingpong.Result
+	if lo.key != "" {
+		// What authentication costs needs the same sizes without a key,
+		// on the same medium, in this run.
+		plain := lo
+		plain.key, plain.pcap = "", ""
+		var err error
+		if unkeyed, err = runInProcess(plain, *maxSize, *verify, pl, func(s string) { progress("unkeyed baseline: " + s) }); err != nil {
+			return fmt.Errorf("unkeyed baseline: %w", err)
+		}
+	}
 	if lo.fault != "" {
 		// What the faults cost needs the same sizes without them, on the
 		// same medium, in this run.
@@ -166,6 +187,14 @@ func pingpongCmd(args []string) error {
 			return err
 		}
 	}
+	if lo.key != "" {
+		for i := range res {
+			res[i].Keyed = true
+		}
+		if err := pingpong.AddKeyBaseline(res, unkeyed); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		progress("")
 		return writeJSON(os.Stdout, res)
@@ -180,7 +209,16 @@ func pingpongCmd(args []string) error {
 		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
 		pingpong.PrintLossRatio(os.Stdout, res)
 	} else {
-		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind, res)
+		title := "embedded two-node in-process devices, link " + lo.kind
+		if lo.key != "" {
+			printTable(os.Stdout, title+", no key (the baseline)", unkeyed)
+			fmt.Println()
+			title += ", every frame authenticated (--key)"
+		}
+		printTable(os.Stdout, title, res)
+	}
+	if lo.key != "" {
+		pingpong.PrintKeyRatio(os.Stdout, res)
 	}
 	printBaseline(os.Stdout, res, raw, cp)
 	var rec pingpong.Recovery
@@ -189,6 +227,11 @@ func pingpongCmd(args []string) error {
 		rec.Timeouts += r.Timeouts
 		rec.Duplicates += r.Duplicates
 		rec.CRCFail += r.CRCFail
+		rec.Violations += r.Violations
+	}
+	if lo.check {
+		fmt.Printf("checked devices: %d violations of the datasheet by the drivers\n", rec.Violations)
+		rec.Violations = 0
 	}
 	if rec != (pingpong.Recovery{}) || lo.fault != "" {
 		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
@@ -277,7 +320,7 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 	if err != nil {
 		return sides, nil, err
 	}
-	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, open)
+	l, err := vdev.NewLocalPorts(vdev.Config{Check: lo.check}, []uint16{1, 2}, open)
 	if err != nil {
 		undo()
 		return sides, nil, err

@@ -6,23 +6,46 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // shmPair runs two processes on the shared-memory link of dir: this one as
 // node 1, a child as node 2, each embedding its device.
-func shmPair(dir string, payload int) procPair {
-	return procPair{
-		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload) },
+func shmPair(dir string, payload int, keyFile string, check bool) procPair {
+	pp := procPair{
+		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload, keyFile, check) },
 		responder: []string{"--shm-responder", dir, "--node", "2", "--mtu", strconv.Itoa(payload)}, where: "the shared-memory link",
 		path: "process", link: "shm", title: "two processes, each with its device, on the shared-memory link",
 	}
+	if check {
+		pp.responder = append(pp.responder, "--check")
+	}
+	if keyFile != "" {
+		pp.responder = append(pp.responder, "--key", keyFile)
+		pp.title += ", every frame authenticated (--key)"
+	}
+	return pp
 }
 
 // shmDevice embeds this process's device as node on dir's shared-memory
 // link and opens a driver on it (run to completion: the driver's thread
 // runs the device while it waits).
-func shmDevice(dir string, node uint16, payload int) (*driver.Driver, func(), error) {
-	l, err := vdev.NewLocalShm(vdev.Config{}, dir, payload, node)
+func shmDevice(dir string, node uint16, payload int, keyFile string, check bool) (*driver.Driver, func(), error) {
+	key, err := keyFor(keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if payload == 0 {
+		payload = vdev.DefaultHubPayload
+	}
+	l, err := vdev.NewLocalPorts(vdev.Config{Check: check}, []uint16{node}, func(d *vdev.Device) (link.Port, error) {
+		p, err := link.ListenShm(dir, d.Node(), payload+wire.FrameOverhead)
+		if err != nil {
+			return nil, err
+		}
+		return keyed(p, key)
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,30 +8,42 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"github.com/dimmnet/dimmnet/vdev/ivshmem"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/link/switched"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
 // serveCmd is the backend daemon: N devices joined by a link, each with its
-// region in /dev/shm and an ivshmem server socket DIR/node<K>.sock.
+// region (a sealed memfd, or a file in --shm-dir) and an ivshmem server
+// socket DIR/node<K>.sock.
 func serveCmd(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	dir := fs.String("dir", "", "directory for the sockets (required)")
+	dir := fs.String("dir", rundir.Default(), "directory for the lock and sockets: made 0700, or refused if another user owns it or others can write it")
+	group := fs.String("group", "", "let this group's users attach: sockets 0660 and the directory 0750, both given the group (default: the daemon's user only, sockets 0600)")
 	nodes := fs.Int("nodes", 2, "devices to serve, node ids 0..N-1, all on one link")
 	vectors := fs.Int("vectors", 1, "eventfds per peer; must equal QEMU's ivshmem-doorbell vectors=N")
 	regionMiB := fs.Int("region-mib", 16, "size of each device's region in MiB (a power of two, at least 1)")
 	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload of the link in bytes")
-	keep := fs.Bool("keep", false, "leave the /dev/shm regions behind on exit")
-	shmDir := fs.String("shm-dir", "/dev/shm", "where the regions' files go")
+	keep := fs.Bool("keep", false, "with --shm-dir: leave the region files behind on exit (until the next serve removes them as stale)")
+	shmDir := fs.String("shm-dir", "", "make the regions files in this directory (e.g. /dev/shm) instead of sealed memfds; a client can then resize one, which fails that device")
 	logJSON := fs.Bool("log-json", false, "log as JSON instead of text")
 	linkKind := fs.String("link", "mem", "what joins the devices: mem (in this daemon), udp (--peers), afpacket (--ifname), tap (--bridge)")
 	nodeBase := fs.Int("node-base", 0, "node id of the first device (daemons on several hosts each serve a range)")
@@ -41,12 +53,35 @@ func serveCmd(args []string) error {
 	faultSpec := fs.String("fault", "", "inject faults on every device's receive side (loss=...,dup=...,seed=...)")
 	nsName := fs.String("netns", "", "afpacket, tap: find, make and open the interfaces in this named network namespace (under /run/netns) instead of the daemon's own")
 	pcapFile := fs.String("pcap", "", "capture every frame this daemon's devices send and receive to this pcap file")
+	statq := fs.Int("statq", 0, "status ring entries per device (a power of two; 0: the default, 1024): small rings make drivers meet a full status ring")
+	ringFull := fs.String("ringfull", "hold", "the devices' RINGFULL_MODE at start: hold or nack (drivers may change it)")
+	check := fs.Bool("check", false, "checked devices: each validates its driver's side of the datasheet and counts and logs every violation (`dimmnet stat` lists them; docs/sandbox.md)")
+	keyFile := fs.String("key", "", "authenticate every frame between devices with this pre-shared key file (at least 16 bytes, mode 0600; the same file on every daemon): per-session keys, replay protection (docs/wire.md, Authenticated links)")
+	perUser := fs.Int("max-clients-per-user", ivshmem.DefaultMaxPerUser, "clients one user (other than root) may attach to one device at once; each device takes 64 clients in all")
+	fabricSpec := fs.String("fabric", "", "mem: hang the devices off a switch fabric, TOPOLOGY:ROUTING (e.g. mesh4x4:updown; docs/rhinet.md), device K on host K-node-base, with per-hop delay and one frame at a time per link and VC")
 	rawIRQ := fs.Bool("raw-irq", false, "also serve DIR/raw.sock: an ivshmem server with no device behind it, whose peers ring each other (the lab's raw interrupt baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" {
-		return errors.New("--dir is required")
+		return errors.New("--dir is empty")
+	}
+	gid, sockMode := 0, os.FileMode(0o600)
+	if *group != "" {
+		g, err := user.LookupGroup(*group)
+		if err != nil {
+			return fmt.Errorf("--group: %w", err)
+		}
+		if gid, err = strconv.Atoi(g.Gid); err != nil {
+			return fmt.Errorf("--group %s: gid %q: %w", *group, g.Gid, err)
+		}
+		sockMode = 0o660
+	}
+	if *keep && *shmDir == "" {
+		return errors.New("--keep keeps region files, and memfd regions have none: give --shm-dir too")
+	}
+	if *perUser < 1 {
+		return fmt.Errorf("--max-clients-per-user %d: must be at least 1", *perUser)
 	}
 	if *nodes < 1 || *nodes > 1024 {
 		return fmt.Errorf("--nodes %d: must be 1..1024", *nodes)
@@ -56,18 +91,29 @@ func serveCmd(args []string) error {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(h)
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", *dir, err)
+	if err := rundir.Ensure(*dir, gid); err != nil {
+		return err
 	}
 	// Catch SIGINT/SIGTERM from the start: one arriving during set-up is
 	// then handled by the same orderly shutdown (regions, TAPs, sockets).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	lock, err := lockDir(*dir)
+	lock, err := rundir.Lock(*dir)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(lock)
+	defer lock.Close()
+	// A killed daemon's region files stay until someone removes them; the
+	// default directory is looked in too, for daemons from before memfds.
+	for _, sd := range uniq(*shmDir, "/dev/shm") {
+		removed, err := shm.RemoveStale(sd)
+		for _, p := range removed {
+			log.Info("removed a dead daemon's region", "path", p)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("stale regions", "err", err)
+		}
+	}
 
 	ids := make([]uint16, *nodes)
 	for i := range ids {
@@ -80,11 +126,19 @@ func serveCmd(args []string) error {
 		}
 		defer ns.Close()
 	}
-	open, undo, err := daemonPorts(ns, *linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec)
+	open, undo, err := daemonPorts(ns, *linkKind, *payload, *peersFile, *ifname, *bridge, *faultSpec, *keyFile)
 	if err != nil {
 		return err
 	}
 	defer undo()
+	if *fabricSpec != "" {
+		if *linkKind != "mem" || *faultSpec != "" || *keyFile != "" {
+			return errors.New("--fabric: only on --link mem, without --fault or --key")
+		}
+		if open, err = fabricPorts(*fabricSpec, *nodes, *nodeBase, *payload); err != nil {
+			return err
+		}
+	}
 	if *pcapFile != "" {
 		capOpen, closeCapture, err := servePcap(*pcapFile, *linkKind, *payload, open)
 		if err != nil {
@@ -100,10 +154,22 @@ func serveCmd(args []string) error {
 		open = capOpen
 	}
 	cfg := vdev.Config{
-		RegionSize: *regionMiB << 20,
-		ShmPath:    filepath.Join(*shmDir, fmt.Sprintf("dimmnet-%d-node%%d", os.Getpid())),
-		Vectors:    *vectors,
-		KeepRegion: *keep,
+		RegionSize:    *regionMiB << 20,
+		Vectors:       *vectors,
+		KeepRegion:    *keep,
+		Check:         *check,
+		StatusEntries: *statq,
+	}
+	switch *ringFull {
+	case "hold":
+		cfg.RingFullMode = uapi.RingFullHold
+	case "nack":
+		cfg.RingFullMode = uapi.RingFullNACK
+	default:
+		return fmt.Errorf("--ringfull %q: want hold or nack", *ringFull)
+	}
+	if *shmDir != "" {
+		cfg.ShmPath = shm.DaemonPattern(*shmDir, os.Getpid())
 	}
 	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
@@ -111,6 +177,20 @@ func serveCmd(args []string) error {
 	}
 	local.Engine.SetOSYield(true) // the drivers are other processes
 	var servers []*ivshmem.Server
+	var traces []*tracesock.Server
+	var serversMu sync.Mutex
+	byNode := map[uint16]*ivshmem.Server{}
+	// A client that shrinks a file region fails that device only: its
+	// clients are told the device left, the others serve on.
+	local.Engine.SetFaultHandler(func(d *vdev.Device, err error) {
+		log.Error("device failed: a client resized its region; its clients are told it left, the other devices keep serving", "node", d.Node(), "err", err)
+		serversMu.Lock()
+		s := byNode[d.Node()]
+		serversMu.Unlock()
+		if s != nil {
+			go s.Shutdown()
+		}
+	})
 	shutdown := func() {
 		for _, d := range local.Devices {
 			d.MarkStopped() // drivers, guests included, see it in the register page
@@ -118,13 +198,16 @@ func serveCmd(args []string) error {
 		for _, s := range servers {
 			s.Shutdown() // every client gets "peer 0 left"
 		}
+		for _, t := range traces {
+			t.Close()
+		}
 		local.Close()
 	}
 	for _, d := range local.Devices {
 		d := d
 		sock := filepath.Join(*dir, fmt.Sprintf("node%d.sock", d.Node()))
 		s, err := ivshmem.Listen(ivshmem.Config{
-			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(),
+			Path: sock, Vectors: *vectors, ShmFD: d.ShmFD(), Self: d.DoorbellFDs(), SocketMode: sockMode, SocketGID: gid, MaxPerUser: *perUser,
 			OnJoin:  func(id int64, fds []int) { d.AddInterrupt(fds[0]) },
 			OnLeave: func(id int64, fds []int) { d.RemoveInterrupt(fds[0]) },
 			Log:     log.With("node", d.Node()),
@@ -134,17 +217,26 @@ func serveCmd(args []string) error {
 			return err
 		}
 		servers = append(servers, s)
+		serversMu.Lock()
+		byNode[d.Node()] = s
+		serversMu.Unlock()
 		go func() {
 			if err := s.Serve(); err != nil {
 				log.Error("server stopped", "node", d.Node(), "err", err)
 			}
 		}()
-		g := uapi.Region(d.Region()).ReadGeometry()
+		ts, err := tracesock.Listen(tracesock.Path(sock), sockMode, gid, d, log.With("node", d.Node()))
+		if err != nil {
+			shutdown()
+			return err
+		}
+		traces = append(traces, ts)
+		g := d.Geometry()
 		fmt.Printf("node %d ready: socket %s region %s (%d MiB, link memory %d bytes, vectors %d)\n",
-			d.Node(), sock, regionPath(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
+			d.Node(), sock, regionName(cfg.ShmPath, d.Node()), g.RegionSize>>20, g.LinkMemSize, *vectors)
 	}
 	if *rawIRQ {
-		s, err := serveRawIRQ(filepath.Join(*dir, "raw.sock"), *vectors, log)
+		s, err := serveRawIRQ(ivshmem.Config{Path: filepath.Join(*dir, "raw.sock"), Vectors: *vectors, SocketMode: sockMode, SocketGID: gid, MaxPerUser: *perUser}, log)
 		if err != nil {
 			shutdown()
 			return err
@@ -166,14 +258,12 @@ const rawRegionSize = 2 << 20
 // serveRawIRQ serves an ivshmem server with no device: peer 0's eventfds
 // exist (the protocol has them) but nothing reads them, and the peers,
 // from id 1, ring each other's vectors directly through QEMU. The region
-// is a memfd, so nothing is left in /dev/shm.
-func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, error) {
-	shm, err := unix.MemfdCreate("dimmnet-raw-irq", unix.MFD_CLOEXEC)
+// is a sealed memfd: nothing is left in /dev/shm, and no peer can shrink
+// it under the others.
+func serveRawIRQ(cfg ivshmem.Config, log *slog.Logger) (*ivshmem.Server, error) {
+	vectors := cfg.Vectors
+	shmFD, err := shm.Memfd("dimmnet-raw-irq", rawRegionSize)
 	if err != nil {
-		return nil, fmt.Errorf("raw irq region: %w", err)
-	}
-	if err := unix.Ftruncate(shm, rawRegionSize); err != nil {
-		unix.Close(shm)
 		return nil, fmt.Errorf("raw irq region: %w", err)
 	}
 	self := make([]int, vectors)
@@ -182,7 +272,8 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 			return nil, fmt.Errorf("raw irq eventfd: %w", err)
 		}
 	}
-	s, err := ivshmem.Listen(ivshmem.Config{Path: sock, Vectors: vectors, ShmFD: shm, Self: self, Log: log.With("raw", true)})
+	cfg.ShmFD, cfg.Self, cfg.Log = shmFD, self, log.With("raw", true)
+	s, err := ivshmem.Listen(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +282,7 @@ func serveRawIRQ(sock string, vectors int, log *slog.Logger) (*ivshmem.Server, e
 			log.Error("raw irq server stopped", "err", err)
 		}
 	}()
-	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", sock, rawRegionSize>>20, vectors)
+	fmt.Printf("raw ready: socket %s (no device: peers ring each other; %d MiB, vectors %d)\n", cfg.Path, rawRegionSize>>20, vectors)
 	return s, nil
 }
 
@@ -231,22 +322,44 @@ func servePcap(path, kind string, payload int, open func(*vdev.Device) (link.Por
 	return wrapped, closeCapture, nil
 }
 
-func regionPath(pattern string, node uint16) string { return fmt.Sprintf(pattern, node) }
+// regionName says where a node's region is, for its ready line: the file,
+// or that it is a sealed memfd (nothing to find in the file system).
+func regionName(pattern string, node uint16) string {
+	if pattern == "" {
+		return "memfd (sealed)"
+	}
+	return fmt.Sprintf(pattern, node)
+}
 
-// lockDir takes an exclusive lock on DIR/dimmnet.lock, so a second daemon
-// on the same directory fails with a clear error instead of stealing sockets.
-func lockDir(dir string) (int, error) {
-	p := filepath.Join(dir, "dimmnet.lock")
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return -1, fmt.Errorf("lock %s: %w", p, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return -1, fmt.Errorf("another dimmnet serve is running on %s (%s is locked)", dir, p)
+// uniq is its arguments without empty strings and repeats, in order.
+func uniq(ss ...string) []string {
+	var r []string
+	for _, s := range ss {
+		if s != "" && !slices.Contains(r, s) {
+			r = append(r, s)
 		}
-		return -1, fmt.Errorf("lock %s: %w", p, err)
 	}
-	return fd, nil
+	return r
+}
+
+// fabricPorts attaches each device to its host of a switched medium built
+// from spec, TOPOLOGY:ROUTING, whose host count must be nodes.
+func fabricPorts(spec string, nodes, nodeBase, payload int) (func(d *vdev.Device) (link.Port, error), error) {
+	tn, rn, ok := strings.Cut(spec, ":")
+	if !ok {
+		rn = "updown"
+	}
+	topo, err := fabric.NewTopology(tn)
+	if err != nil {
+		return nil, fmt.Errorf("--fabric: %w", err)
+	}
+	if topo.Hosts() != nodes {
+		return nil, fmt.Errorf("--fabric %s has %d hosts, --nodes is %d", tn, topo.Hosts(), nodes)
+	}
+	rt, err := fabric.NewRouting(topo, rn)
+	if err != nil {
+		return nil, fmt.Errorf("--fabric: %w", err)
+	}
+	f := switched.New(topo, rt, switched.PaperConfig(payload+wire.FrameOverhead))
+	return func(d *vdev.Device) (link.Port, error) { return f.Attach(d.MAC(), int(d.Node())-nodeBase) }, nil
 }

@@ -2,14 +2,16 @@
 """A dimmnet driver in Python 3, written from docs/datasheet.md alone.
 
     python3 docs/examples/pydriver.py DIR/node0.sock DIR/node1.sock
+    python3 docs/examples/pydriver.py DIR       (or DIMMNET_DIR=DIR, as dimmnet conform sets)
 
 attaches to two nodes of a running `dimmnet serve --dir DIR` as an ivshmem
 client (the region and eventfds arrive over the socket with SCM_RIGHTS),
 takes over each device where a previous driver left it, PUSHes a pattern
 from the first node to the second, waits for the DONE on the first node's
 status ring and for the PUSH status on the second's, compares the bytes,
-then posts a misaligned PUSH and checks the ERROR status it gets. It prints
-"ok" last and exits 0, or exits 1 naming what failed.
+IPUSHes a message into a ring it sets up on the second node's AMT and
+reads it back, then posts a misaligned PUSH and checks the ERROR status it
+gets. It prints "ok" last and exits 0, or exits 1 naming what failed.
 
 Every section name in the comments is a heading of docs/datasheet.md.
 Memory ordering: written for CPython on x86-64, where a single aligned
@@ -28,17 +30,19 @@ import time
 # Registers (offsets in the register page).
 MAGIC, ABI_VERSION, NODE_ID, REGION_SIZE, STATE, ALIVE, MTU = 0x000, 0x008, 0x018, 0x020, 0x028, 0x030, 0x038
 CMDQ_OFF, CMDQ_ENTRIES, STATQ_OFF, STATQ_ENTRIES = 0x040, 0x048, 0x050, 0x058
+AMT_OFF, AMT_ENTRIES = 0x060, 0x068
 LINKMEM_OFF, LINKMEM_SIZE, PROCS_PER_NODE = 0x098, 0x0A0, 0x0B0
 CMDQ_TAIL, CMDQ_HEAD, STATQ_TAIL, STATQ_HEAD = 0x100, 0x140, 0x180, 0x1C0
 DEV_SLEEP, DOORBELL, DRV_WAIT = 0x200, 0x208, 0x240
 WIN_BASE, WIN_SIZE, ERROR = 0x308, 0x310, 0x380
 
-MAGIC_VALUE, ABI = 0x3154454E4D4D4944, 4
+MAGIC_VALUE, ABI = 0x3154454E4D4D4944, 5
 STATE_RUNNING, STATE_STOPPED = 1, 2
 DESC_SIZE, STATUS_SIZE, SEQ_OFF = 64, 64, 56
-OP_PUSH, FLAG_SIGNAL = 3, 1
+OP_PUSH, OP_IPUSH, FLAG_SIGNAL, FLAG_DIRECT_AMT = 3, 5, 1, 4
+AMT_SIZE, AMT_BASE, AMT_CFG, AMT_HEAD, AMT_TAIL, AMT_VALID = 32, 0, 8, 16, 24, 1
 ST_NAMES = {1: "PUSH", 2: "IPUSH_PKT", 3: "IPUSH_MSG", 4: "PULL_DONE", 5: "DONE", 6: "ERROR", 7: "RING_FULL", 8: "PAGE_REQ"}
-ST_PUSH, ST_PULL_DONE, ST_DONE, ST_ERROR = 1, 4, 5, 6
+ST_PUSH, ST_IPUSH_MSG, ST_PULL_DONE, ST_DONE, ST_ERROR = 1, 3, 4, 5, 6
 E_BAD_ALIGN = 4
 
 SLEEP_S = 0.010  # longest block on the interrupt (Memory ordering, rule 5)
@@ -241,13 +245,23 @@ def fail(msg):
     sys.exit(1)
 
 
-def main():
-    if len(sys.argv) != 3:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+def sockets():
+    """The two nodes' sockets: given, or node0 and node1 of a directory."""
+    args = sys.argv[1:]
+    if len(args) == 2:
+        return args
+    d = args[0] if len(args) == 1 else os.environ.get("DIMMNET_DIR")
+    if len(args) > 2 or not d:
+        print("\n".join(l.strip() for l in __doc__.strip().splitlines()[2:4]), file=sys.stderr)
         sys.exit(2)
+    return [os.path.join(d, "node0.sock"), os.path.join(d, "node1.sock")]
+
+
+def main():
+    paths = sockets()
     if platform.machine() not in ("x86_64", "AMD64"):
         print(f"pydriver: written for x86-64 ordering, running on {platform.machine()}", file=sys.stderr)
-    a, b = Device(sys.argv[1]), Device(sys.argv[2])
+    a, b = Device(paths[0]), Device(paths[1])
     print(f"pydriver: node {a.node} (peer {a.peer}, first command index {a.first_index}) "
           f"-> node {b.node} (peer {b.peer})", flush=True)
 
@@ -270,6 +284,33 @@ def main():
         fail("receiver's link memory differs from what was sent")
     print(f"pydriver: PUSH {n} B: DONE for command {done['end']} on node {a.node}, "
           f"PUSH status at {got['addr']:#x} on node {b.node}, bytes equal", flush=True)
+
+    # IPUSH rings: set up AMT entry 1 on b (BASE, HEAD, TAIL, then SIZE|FLAGS
+    # last), IPUSH into it naming the entry (DIRECT_AMT), read the message
+    # where its status says, and free it by moving HEAD to the status's END.
+    amt, ring, ring_size, m = 1, 4 << 20, 64 << 10, 3000
+    if b.ld(AMT_ENTRIES) <= amt:
+        fail("no AMT entry 1")
+    e = b.ld(AMT_OFF) + amt * AMT_SIZE
+    b.st(e + AMT_CFG, 0)  # invalid while it is set up
+    b.st(e + AMT_BASE, ring)
+    b.st(e + AMT_HEAD, 0)
+    b.st(e + AMT_TAIL, 0)
+    b.st(e + AMT_CFG, ring_size | AMT_VALID << 32)
+    msg = bytes((i * 13 + 1) & 0xFF for i in range(m))
+    a.copy_in(64 << 10, msg)
+    idx = a.post(OP_IPUSH, FLAG_SIGNAL | FLAG_DIRECT_AMT, dst_node=b.node, length=m, local=64 << 10,
+                 remote=amt, cookie=cookie + 2)
+    done = a.wait_completion(idx, kept)
+    if done["type"] != ST_DONE or done["cookie"] != cookie + 2:
+        fail(f"IPUSH sender got {ST_NAMES.get(done['type'])} {done}")
+    got = b.wait()
+    if got["type"] != ST_IPUSH_MSG or got["amt"] != amt or got["length"] != m:
+        fail(f"IPUSH receiver got {ST_NAMES.get(got['type'])} {got}")
+    if b.linkmem(got["addr"], m) != msg:  # ADDR is absolute (a link address)
+        fail("IPUSH message differs from what was sent")
+    b.st(e + AMT_HEAD, got["end"])  # the ring is free again
+    print(f"pydriver: IPUSH {m} B into AMT entry {amt}: message at {got['addr']:#x}, bytes equal", flush=True)
 
     # A misaligned PUSH fails, SIGNAL or not: ERROR names it by END.
     bad = a.post(OP_PUSH, 0, dst_node=b.node, length=8, local=4, remote=remote, cookie=cookie + 1)

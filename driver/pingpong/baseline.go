@@ -36,19 +36,31 @@ type measurement struct {
 // record of the same mode, condition and size in lossless, and fails if
 // one has no counterpart: a ratio is only meaningful between like runs.
 func AddBaseline(faulty, lossless []Result) error {
-	base := make(map[measurement]Result, len(lossless))
-	for _, r := range lossless {
-		base[measurement{r.Mode, r.Condition, r.Size}] = r
+	return pairUp(faulty, lossless, "lossless", func(r *Result, b *Lossless, q *Ratio) { r.Lossless, r.Ratio = b, q })
+}
+
+// AddKeyBaseline sets Unkeyed and KeyRatio of every record in keyed from
+// the record of the same mode, condition and size in unkeyed: what
+// authenticating every frame costs, read off the record.
+func AddKeyBaseline(keyed, unkeyed []Result) error {
+	return pairUp(keyed, unkeyed, "unkeyed", func(r *Result, b *Lossless, q *Ratio) { r.Unkeyed, r.KeyRatio = b, q })
+}
+
+// pairUp sets each record of res beside its like in base.
+func pairUp(res, base []Result, what string, set func(r *Result, b *Lossless, q *Ratio)) error {
+	like := make(map[measurement]Result, len(base))
+	for _, r := range base {
+		like[measurement{r.Mode, r.Condition, r.Size}] = r
 	}
-	for i := range faulty {
-		r := &faulty[i]
-		b, ok := base[measurement{r.Mode, r.Condition, r.Size}]
+	for i := range res {
+		r := &res[i]
+		b, ok := like[measurement{r.Mode, r.Condition, r.Size}]
 		if !ok {
-			return fmt.Errorf("pingpong: no lossless baseline for %s %s %d bytes", r.Mode, r.Condition, r.Size)
+			return fmt.Errorf("pingpong: no %s baseline for %s %s %d bytes", what, r.Mode, r.Condition, r.Size)
 		}
-		r.Lossless = &Lossless{RTTHalfUs: b.RTTHalfUs, RTTHalfP50Us: b.RTTHalfP50Us, MBps: b.MBps, Iters: b.Iters,
-			Verified: b.Verified, Retransmits: b.Retransmits}
-		r.Ratio = &Ratio{RTTHalf: r.RTTHalfUs / b.RTTHalfUs, RTTHalfP50: r.RTTHalfP50Us / b.RTTHalfP50Us, MBps: r.MBps / b.MBps}
+		set(r, &Lossless{RTTHalfUs: b.RTTHalfUs, RTTHalfP50Us: b.RTTHalfP50Us, MBps: b.MBps, Iters: b.Iters,
+			Verified: b.Verified, Retransmits: b.Retransmits},
+			&Ratio{RTTHalf: r.RTTHalfUs / b.RTTHalfUs, RTTHalfP50: r.RTTHalfP50Us / b.RTTHalfP50Us, MBps: r.MBps / b.MBps})
 	}
 	return nil
 }
@@ -57,20 +69,6 @@ func AddBaseline(faulty, lossless []Result) error {
 // cost: faulty over lossless for RTT/2 mean, median and MB/s, from records
 // AddBaseline filled. Records without a baseline are left out.
 func PrintLossRatio(w io.Writer, res []Result) {
-	m := map[measurement]*Ratio{}
-	var sizes []int
-	for _, r := range res {
-		if r.Ratio == nil {
-			continue
-		}
-		if len(sizes) == 0 || sizes[len(sizes)-1] != r.Size {
-			sizes = append(sizes, r.Size)
-		}
-		m[measurement{r.Mode, r.Condition, r.Size}] = r.Ratio
-	}
-	if len(sizes) == 0 {
-		return
-	}
 	fault := ""
 	for _, r := range res {
 		if r.Fault != "" {
@@ -78,7 +76,32 @@ func PrintLossRatio(w io.Writer, res []Result) {
 			break
 		}
 	}
-	fmt.Fprintf(w, "\nfaulty%s / lossless, same medium, same run: RTT/2 mean x (median x) and MB/s x\n", fault)
+	printRatios(w, res, "faulty"+fault+" / lossless", func(r Result) *Ratio { return r.Ratio })
+}
+
+// PrintKeyRatio prints what authentication costs: keyed over unkeyed, as
+// PrintLossRatio does for faults, from records AddKeyBaseline filled.
+func PrintKeyRatio(w io.Writer, res []Result) {
+	printRatios(w, res, "keyed / unkeyed", func(r Result) *Ratio { return r.KeyRatio })
+}
+
+func printRatios(w io.Writer, res []Result, title string, ratio func(Result) *Ratio) {
+	m := map[measurement]*Ratio{}
+	var sizes []int
+	for _, r := range res {
+		q := ratio(r)
+		if q == nil {
+			continue
+		}
+		if len(sizes) == 0 || sizes[len(sizes)-1] != r.Size {
+			sizes = append(sizes, r.Size)
+		}
+		m[measurement{r.Mode, r.Condition, r.Size}] = q
+	}
+	if len(sizes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s, same medium, same run: RTT/2 mean x (median x) and MB/s x\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\tPUSH linkmem\tIPUSH linkmem\tPUSH hostcopy\tIPUSH hostcopy\t")
 	for _, s := range sizes {

@@ -63,6 +63,12 @@ type Result struct {
 	// made on another day. Both are absent for a record without faults.
 	Lossless *Lossless `json:"lossless,omitempty"`
 	Ratio    *Ratio    `json:"ratio,omitempty"`
+	// Keyed says every frame was authenticated (--key); Unkeyed and
+	// KeyRatio set such a record beside the same measurement without a
+	// key, same medium, same run (AddKeyBaseline).
+	Keyed    bool      `json:"keyed,omitempty"`
+	Unkeyed  *Lossless `json:"unkeyed,omitempty"`
+	KeyRatio *Ratio    `json:"key_ratio,omitempty"`
 }
 
 // Recovery is what the devices did to make a lossy link reliable during one
@@ -79,10 +85,13 @@ type Recovery struct {
 	RetxTimeout uint64 `json:"retx_timeout"`
 	Unordered   uint64 `json:"rx_unordered"`
 	SeqNACKs    uint64 `json:"seq_nacks"`
+	// Violations are the driver's violations of the datasheet a checked
+	// device (--check) saw during the measurement: 0 for a correct driver.
+	Violations uint64 `json:"violations"`
 }
 
 var recoveryCounters = [...]uapi.Counter{uapi.CtrRetransmits, uapi.CtrTimeouts, uapi.CtrDuplicates, uapi.CtrOutOfOrder, uapi.CtrNACKsRx, uapi.CtrCRCFail,
-	uapi.CtrRetxGap, uapi.CtrRetxTimeout, uapi.CtrRxUnordered, uapi.CtrSeqNACKsTx}
+	uapi.CtrRetxGap, uapi.CtrRetxTimeout, uapi.CtrRxUnordered, uapi.CtrSeqNACKsTx, uapi.CtrViolations}
 
 func snapRecovery(ds ...*driver.Driver) [len(recoveryCounters)]uint64 {
 	var v [len(recoveryCounters)]uint64
@@ -97,7 +106,7 @@ func snapRecovery(ds ...*driver.Driver) [len(recoveryCounters)]uint64 {
 func recoverySince(before [len(recoveryCounters)]uint64, ds ...*driver.Driver) Recovery {
 	a := snapRecovery(ds...)
 	return Recovery{a[0] - before[0], a[1] - before[1], a[2] - before[2], a[3] - before[3], a[4] - before[4], a[5] - before[5],
-		a[6] - before[6], a[7] - before[7], a[8] - before[8], a[9] - before[9]}
+		a[6] - before[6], a[7] - before[7], a[8] - before[8], a[9] - before[9], a[10] - before[10]}
 }
 
 // add folds another device's recovery into r.
@@ -112,6 +121,7 @@ func (r *Recovery) add(o Recovery) {
 	r.RetxTimeout += o.RetxTimeout
 	r.Unordered += o.Unordered
 	r.SeqNACKs += o.SeqNACKs
+	r.Violations += o.Violations
 }
 
 // Sizes returns the message sizes 8 B .. max in powers of 2.

@@ -6,8 +6,8 @@
 //
 // A device's whole driver-visible state is its shared region, so regfs
 // needs nothing but the mapped bytes: it works on a device in this process,
-// on a region a host process attached to over ivshmem, or on a /dev/shm
-// file, and it never talks to the device model. Every file is rendered
+// on a region a host process attached to over ivshmem, or on a region
+// file (serve --shm-dir), and it never talks to the device model. Every file is rendered
 // afresh on every read (direct I/O, no kernel caching), so `cat` always
 // shows the live value, and shared words are loaded atomically as any
 // driver must load them.

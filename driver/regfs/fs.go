@@ -175,6 +175,7 @@ func addDevice(ctx context.Context, parent *fs.Inode, name string, r uapi.Region
 		addFile(ctx, amt, strconv.FormatUint(i, 10), ro(func() string { return amtText(r, g, i) }))
 	}
 	addFile(ctx, dev, "amtat", ro(func() string { return amtatText(r, g) }))
+	addFile(ctx, dev, "violations", ro(func() string { return violationsText(r) }))
 
 	addFile(ctx, dev, "linkmem", &memNode{mem: r[g.LinkMemOff : g.LinkMemOff+g.LinkMemSize], writable: writable})
 }

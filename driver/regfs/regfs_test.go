@@ -340,7 +340,7 @@ func TestWritableRegistersAndLinkmem(t *testing.T) {
 			t.Errorf("write RO %s: %v, want EACCES", ro, err)
 		}
 	}
-	for _, ro := range []string{"counters/CMDS", "trace/TRACE_TX", "cmdq/head", "statq/entries", "amt/0", "amtat", "info"} {
+	for _, ro := range []string{"counters/CMDS", "trace/TRACE_TX", "cmdq/head", "statq/entries", "amt/0", "amtat", "info", "violations"} {
 		if err := os.WriteFile(filepath.Join(m.dir(1), ro), []byte("1\n"), 0); !errors.Is(err, syscall.EACCES) {
 			t.Errorf("write %s: %v, want EACCES", ro, err)
 		}
@@ -520,7 +520,7 @@ func TestDirectories(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if got := strings.Join(names, " "); got != "amt amtat cmdq counters info linkmem registers statq trace" {
+	if got := strings.Join(names, " "); got != "amt amtat cmdq counters info linkmem registers statq trace violations" {
 		t.Errorf("node1/ = %s", got)
 	}
 	if err := os.Mkdir(m.dir(1)+"/x", 0o755); err == nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dimmnet/dimmnet/uapi"
 )
@@ -52,5 +53,43 @@ func WriteStat(w io.Writer, name string, region []byte) error {
 	for i, n := range uapi.TraceNames {
 		line(n, uapi.RO, traceText(r, i))
 	}
+	fmt.Fprintln(bw, "violations")
+	for _, l := range strings.Split(strings.TrimSuffix(violationsText(r), "\n"), "\n") {
+		fmt.Fprintf(bw, "  %s\n", l)
+	}
 	return bw.Flush()
+}
+
+// violationsText lists a checked device's violation log, one line each,
+// naming the rule and the datasheet section that states it.
+func violationsText(r uapi.Region) string {
+	if r.Load64(uapi.RegFeatures)&uapi.FeatCheck == 0 {
+		return "not a checked device (serve --check, pingpong --check)\n"
+	}
+	vs := r.ReadViolations()
+	total := r.Load64(uapi.CtrViolations.Off())
+	if total == 0 {
+		return "none\n"
+	}
+	var b []byte
+	for _, v := range vs {
+		where := fmt.Sprintf("%#x", v.Where)
+		for _, reg := range uapi.Registers {
+			if uint64(reg.Off) == v.Where {
+				where = reg.Name
+			}
+		}
+		if v.Where >= uint64(uapi.RegCounters) && v.Where < uint64(uapi.CtrViolations.Off())+8 && (v.Where-uint64(uapi.RegCounters))%8 == 0 {
+			where = uapi.Counter((v.Where - uint64(uapi.RegCounters)) / 8).String()
+		}
+		section := ""
+		if v.Kind >= 1 && v.Kind < uapi.NumViolationKinds {
+			section = uapi.ViolationDocs[v.Kind-1].Section
+		}
+		b = fmt.Appendf(b, "#%d %v index %d at %s: expected %#x, got %#x (datasheet: %s)\n", v.Seq, v.Kind, v.Index, where, v.Expected, v.Got, section)
+	}
+	if n := uint64(len(vs)); total > n {
+		b = fmt.Appendf(b, "%d violations in all; the log keeps the latest %d, at most %d a second\n", total, uapi.ViolLogEntries, uapi.ViolLogPerSecond)
+	}
+	return string(b)
 }

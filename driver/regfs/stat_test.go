@@ -41,13 +41,19 @@ func TestWriteStat(t *testing.T) {
 	if lines[0] != fmt.Sprintf("node1: dimmnet node 1, ABI %d, running", uapi.ABIVersion) {
 		t.Errorf("header %q", lines[0])
 	}
-	if want := 1 + 3 + len(uapi.Registers) + int(uapi.NumCounters) + int(uapi.NumTrace); len(lines) != want {
+	if want := 1 + 4 + len(uapi.Registers) + int(uapi.NumCounters) + int(uapi.NumTrace) + 1; len(lines) != want {
 		t.Errorf("%d lines, want %d:\n%s", len(lines), want, out)
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "not a checked device") {
+		t.Errorf("an unchecked device's violations section says %q", last)
 	}
 	// Every entry line has its access class and value in the same columns.
 	col := -1
 	values := map[string]string{}
 	for _, ln := range lines[1:] {
+		if ln == "violations" {
+			break // free text, below the aligned columns
+		}
 		if !strings.HasPrefix(ln, "  ") {
 			continue
 		}

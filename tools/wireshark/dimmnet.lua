@@ -22,6 +22,7 @@ local dimmnet = Proto("dimmnet", "dimmnet RDMA")
 local HEADER_LEN = 64
 local VERSION = 1
 local ETHERTYPE = 0x88B5
+local AUTH_TRAILER_LEN = 24
 
 -- Packet types (wire.TypeDocs): names by value, values by name.
 local types = {
@@ -32,6 +33,7 @@ local types = {
     [5] = "ACK",
     [6] = "NACK",
     [7] = "PAGE",
+    [8] = "HELLO",
 }
 local TYPE = {
     PUSH = 1,
@@ -41,6 +43,7 @@ local TYPE = {
     ACK = 5,
     NACK = 6,
     PAGE = 7,
+    HELLO = 8,
 }
 
 -- Flag bits (wire.FlagDocs), lowest first, and masks by name.
@@ -58,6 +61,7 @@ local flagbits = {
     { key = "flags.unordered", name = "Unordered", mask = 0x0400 },
     { key = "flags.sack", name = "Sack", mask = 0x0800 },
     { key = "flags.refused", name = "Refused", mask = 0x1000 },
+    { key = "flags.auth", name = "Auth", mask = 0x2000 },
 }
 local FLAG = {
     PktStatus = 0x0001,
@@ -73,6 +77,7 @@ local FLAG = {
     Unordered = 0x0400,
     Sack = 0x0800,
     Refused = 0x1000,
+    Auth = 0x2000,
 }
 
 -- NACK codes (wire.NackDocs; refusals named after uapi's errors).
@@ -96,6 +101,7 @@ local nack_names = {
     [11] = "BAD_HEAD",
     [12] = "TOO_BIG",
     [13] = "BAD_TAG",
+    [14] = "HOLD_LIMIT",
     [256] = "SEQ_ERR",
 }
 for c = 1, NACK_REFUSAL_MAX do
@@ -148,7 +154,7 @@ field("msg_len", ProtoField.uint32("dimmnet.msg_len", "Message length", base.DEC
 field("payload_len", ProtoField.uint32("dimmnet.payload_len", "Payload length", base.DEC, nil, nil, "payload bytes after the header; a frame holding fewer is rejected"))
 field("addr", ProtoField.uint64("dimmnet.addr", "Address", base.HEX, nil, nil, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"))
 field("imm", ProtoField.uint64("dimmnet.imm", "Immediate", base.HEX, nil, nil, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"))
-field("code", ProtoField.uint16("dimmnet.code", "Code", base.DEC, nil, nil, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"))
+field("code", ProtoField.uint16("dimmnet.code", "Code", base.DEC, nil, nil, "HELLO: the handshake step; NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"))
 field("tag", ProtoField.uint16("dimmnet.tag", "Tag", base.DEC, nil, nil, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in (such a PUSH carries no Ack); otherwise, once the sender has received a packet of the receiver's sending session: that session's epoch (the Code of its packets), which Ack, and a NACK's or Hold ACK's Seq, Addr and Imm, refer to; the receiver ignores them when it is not its current session's, since a new session numbers from 1 again; otherwise 0"))
 field("checksum", ProtoField.uint32("dimmnet.checksum", "Checksum", base.HEX, nil, nil, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"))
 field("flags.pkt_status", ProtoField.bool("dimmnet.flags.pkt_status", "PktStatus", 16, nil, 0x0001, "per-packet receive status requested"))
@@ -164,10 +170,13 @@ field("flags.tagged", ProtoField.bool("dimmnet.flags.tagged", "Tagged", 16, nil,
 field("flags.unordered", ProtoField.bool("dimmnet.flags.unordered", "Unordered", 16, nil, 0x0400, "the receiver may place this packet before the packets ahead of it in sequence have arrived (selective repeat)"))
 field("flags.sack", ProtoField.bool("dimmnet.flags.sack", "Sack", 16, nil, 0x0800, "ACK, NACK: Imm is a selective-ack bitmap: bit i set means sequence number Ack+2+i was received and placed (Ack+1 is missing)"))
 field("flags.refused", ProtoField.bool("dimmnet.flags.refused", "Refused", 16, nil, 0x1000, "ACK: the sender of this ACK has taken the refusal NACK of its packet Seq, of its session Code; the receiver stops repeating that refusal and holding its cumulative ACK below it"))
+field("flags.auth", ProtoField.bool("dimmnet.flags.auth", "Auth", 16, nil, 0x2000, "keyed links: AuthTrailerLen (24) bytes follow the payload: a frame counter and an authentication tag over the whole frame (see Authenticated links)"))
 field("nack_code", ProtoField.uint16("dimmnet.nack_code", "NACK code", base.DEC, nack_names, nil, "NACK: Code by name (as in the NACK code table); lets a filter such as dimmnet.nack_code == 256 pick NACKs only"))
 field("sack.seq", ProtoField.uint32("dimmnet.sack.seq", "Selectively acked", base.DEC, nil, nil, "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)"))
 field("checksum.status", ProtoField.uint8("dimmnet.checksum.status", "Checksum status", base.DEC, { [0] = "Bad", [1] = "Good", [2] = "Unverified" }, nil, "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)"))
 field("payload", ProtoField.bytes("dimmnet.payload", "Payload", base.NONE, "the PayloadLen payload bytes"))
+field("auth.counter", ProtoField.uint64("dimmnet.auth.counter", "Frame counter", base.DEC, nil, nil, "with flag Auth: the trailer's frame counter, the nonce of the tag under the session's key; a receiver takes each counter once"))
+field("auth.tag", ProtoField.bytes("dimmnet.auth.tag", "Authentication tag", base.NONE, "with flag Auth: AES-GMAC (HELLO: HMAC-SHA256, first 16 bytes) over the frame and the counter; the dissector cannot check it without the key"))
 -- END GENERATED tables
 
 dimmnet.fields = pflist
@@ -339,6 +348,12 @@ function dimmnet.dissector(tvb, pinfo, tree)
     if shown > 0 then
         t:add(pf.payload, tvb(HEADER_LEN, shown))
     end
+    local consumed = HEADER_LEN + shown
+    if has("Auth") and shown == plen and caplen >= HEADER_LEN + plen + AUTH_TRAILER_LEN then
+        t:add_le(pf["auth.counter"], tvb(HEADER_LEN + plen, 8))
+        t:add(pf["auth.tag"], tvb(HEADER_LEN + plen + 8, AUTH_TRAILER_LEN - 8))
+        consumed = consumed + AUTH_TRAILER_LEN
+    end
 
     local s = string.format("%s %d>%d seq=%d", types[v.type] or string.format("Type(%d)", v.type),
         v.src_node, v.dst_node, v.seq)
@@ -348,7 +363,7 @@ function dimmnet.dissector(tvb, pinfo, tree)
     if v.flags ~= 0 then s = s .. " [" .. fstr .. "]" end
     if status == 0 then s = s .. " [BAD CRC]" end
     pinfo.cols.info = s
-    return HEADER_LEN + shown
+    return consumed
 end
 
 DissectorTable.get("ethertype"):add(ETHERTYPE, dimmnet)

@@ -116,6 +116,22 @@ func Render() string {
 	p("\n## Remote access window\n\n")
 	p("WIN_BASE and WIN_SIZE are in bytes of link memory: the window is [WIN_BASE, WIN_BASE + WIN_SIZE), by default [0, LINKMEM_SIZE), all of link memory. Every PUSH packet that arrives and every PULL this device serves must lie wholly inside it; anything else is refused (counted RX_BAD_ADDR here; the sender's command fails with REMOTE_ADDR). The device reads both registers for every packet, so a change applies to the next one; a window that does not fit in link memory exposes nothing. IPUSH is not bound by the window: its data goes only to the rings the AMT describes.\n")
 
+	p("\n## Violations (checked devices)\n\n")
+	p("A device made with --check (FEATURES bit CHECK) validates the driver's side of this datasheet. Each violation adds 1 to VIOLATIONS and, at most %d a second, is written into the violation log: %d entries of %d B at offset 0x%03X of the register page; violation n (from 1) is entry (n-1) mod %d. A checked device otherwise behaves exactly as an unchecked one.\n\n", uapi.ViolLogPerSecond, uapi.ViolLogEntries, uapi.ViolEntrySize, uapi.RegViolLog, uapi.ViolLogEntries)
+	p("| off | field | meaning |\n|---|---|---|\n")
+	for _, f := range []struct {
+		off  int
+		n, d string
+	}{{uapi.ViolSeq, "SEQ", "the violation's number, from 1; stored last (0: unused). Read it again after the other words: if it changed, the entry was rewritten meanwhile"},
+		{uapi.ViolKind, "KIND", "which rule (below)"}, {uapi.ViolIndex, "INDEX", "the command index, AMT entry or status count concerned"},
+		{uapi.ViolWhere, "WHERE", "region offset of the word found wrong"}, {uapi.ViolExpected, "EXPECTED", "what the rule says it should hold"},
+		{uapi.ViolGot, "GOT", "what it held"}, {uapi.ViolTime, "TIME", "CLOCK_MONOTONIC ns on the device's host"}} {
+		p("| %d | %s | %s |\n", f.off, f.n, f.d)
+	}
+	p("\n| kind | name | what the device saw | rule in |\n|---|---|---|---|\n")
+	for _, v := range uapi.ViolationDocs {
+		p("| %d | %s | %s | %s |\n", v.Kind, v.Name, v.What, v.Section)
+	}
 	p("\n## Error codes\n\n| code | name | meaning |\n|---|---|---|\n")
 	for e := uapi.Errno(0); e < uapi.NumErrnos; e++ {
 		p("| %d | %s | %s |\n", uint16(e), e.String(), uapi.ErrnoDocs[e])
@@ -136,6 +152,7 @@ var features = []struct {
 	{uapi.FeatIPUSH, "IPUSH"}, {uapi.FeatAMTAT, "AMTAT"}, {uapi.FeatDirectAMT, "DIRECT_AMT"},
 	{uapi.FeatPULL, "PULL"}, {uapi.FeatPktStatus, "PKT_STATUS"}, {uapi.FeatDevHead, "DEV_HEAD"},
 	{uapi.FeatHold, "HOLD"}, {uapi.FeatNACK, "NACK"}, {uapi.FeatTrace, "TRACE"}, {uapi.FeatReliable, "RELIABLE"},
+	{uapi.FeatCheck, "CHECK"},
 }
 
 var counterDocs = [uapi.NumCounters]string{
@@ -161,6 +178,16 @@ var counterDocs = [uapi.NumCounters]string{
 	"packets placed before the packets ahead of them arrived (selective repeat of UNORDERED packets)",
 	"messages cut before their last packet (a session change, a refused packet, or the sender starting the next message): no completion is reported for them",
 	"packets accepted in sequence but discarded, because their message was cut or a packet of it refused",
+	"IPUSH refused: the AMT entry it names is out of range, invalid or malformed (the sender's command fails BAD_AMT)",
+	"NACKs with a code this datasheet does not name: protocol errors, ignored (no command fails with such a code)",
+	"frames from node ids the link does not know (not in the peers file; with a key, no session), dropped with no state kept (the port's share mirrored with each ALIVE update)",
+	"frames whose source is not the sending node's own (a UDP address other than the peers file's, an Ethernet source other than the header's node), dropped (the port's share mirrored with each ALIVE update)",
+	"keyed links: frames without a valid authentication tag (forged, corrupted, or from a station without the key), dropped before the device saw them (mirrored with each ALIVE update)",
+	"keyed links: authenticated frames seen before, or older than the replay window, dropped (mirrored with each ALIVE update)",
+	"keyed links: sessions established with peers, one per handshake (mirrored with each ALIVE update)",
+	"ACKs and PULL responses owed to nodes the link cannot reach, dropped instead of retried",
+	"sending sessions ended because the peer held our packets past the hold limit (the commands failed HOLD_LIMIT)",
+	"checked devices (FEAT_CHECK): the driver's violations of this datasheet, every one, including those the log's rate limit left out (see Violations)",
 }
 
 func fields(p func(string, ...any), fs []uapi.Field) {

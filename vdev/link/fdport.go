@@ -48,9 +48,11 @@ type rxRing struct {
 	bufs      [rxBatch][]byte
 	iov       [rxBatch]unix.Iovec
 	msgs      [rxBatch]mmsghdr
-	n, i      int  // frames the last call brought, next one to hand out
-	short     bool // the last call brought fewer than asked: the socket was empty then
-	streaming bool // frames keep coming: the next call is a recvmmsg
+	names     [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
+	nameLen   uint32                       // recvfrom's source length
+	n, i      int                          // frames the last call brought, next one to hand out
+	short     bool                         // the last call brought fewer than asked: the socket was empty then
+	streaming bool                         // frames keep coming: the next call is a recvmmsg
 }
 
 // txVec is the message SendVec hands the kernel: head and payload.
@@ -101,6 +103,10 @@ type fdPort struct {
 	waitFn  func(uintptr) bool // made once: parking allocates nothing
 
 	dropped atomic.Uint64
+	// screen, when set, judges each received frame by its source address
+	// (the UDP port binds node ids to addresses); false drops it, counted
+	// by the screen itself
+	screen func(f []byte, from *unix.RawSockaddrAny) bool
 }
 
 // init finishes a port whose mtu, mac, kind, fd, rc and conn are set, and
@@ -209,6 +215,10 @@ func (p *fdPort) Recv() []byte {
 				p.Release(b)
 				continue
 			}
+			if p.screen != nil && !p.screen(f, &r.names[i]) {
+				p.Release(b)
+				continue
+			}
 			return f
 		}
 		if r.short {
@@ -237,8 +247,10 @@ func (p *fdPort) recvBatch() bool {
 			r.iov[i].SetLen(p.mtu)
 			r.msgs[i].hdr.Iov = &r.iov[i]
 			r.msgs[i].hdr.SetIovlen(1)
+			r.msgs[i].hdr.Name = (*byte)(unsafe.Pointer(&r.names[i]))
 		}
 		r.msgs[i].hdr.Flags, r.msgs[i].n = 0, 0
+		r.msgs[i].hdr.Namelen = unix.SizeofSockaddrAny
 	}
 	r.i, r.n = 0, 0
 	for {
@@ -248,7 +260,9 @@ func (p *fdPort) recvBatch() bool {
 			got, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			b := r.bufs[0]
-			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
+			r.nameLen = unix.SizeofSockaddrAny
+			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC,
+				uintptr(unsafe.Pointer(&r.names[0])), uintptr(unsafe.Pointer(&r.nameLen)))
 			if errno == 0 {
 				r.msgs[0].n = uint32(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
 				got = 1

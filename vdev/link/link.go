@@ -229,3 +229,42 @@ func (p *hubPort) Close() error {
 	p.mu.Unlock()
 	return nil
 }
+
+// PeerSet is a Port that knows which stations may send on it (the UDP
+// port's peers file, a keyed port's authenticated sessions): the device
+// drops a frame from any other station before it keeps anything of it,
+// so strangers cost no per-peer state. A port that cannot tell (a shared
+// Ethernet segment without a key) is not a PeerSet; the device bounds
+// what it keeps for such senders instead.
+type PeerSet interface {
+	KnowsPeer(mac [6]byte) bool
+}
+
+// ScreenCounts are the frames a port refused for their sender before the
+// device saw them, mirrored into the device's counters of the same names.
+type ScreenCounts struct {
+	UnknownPeer  uint64 // from stations the port does not know (RX_UNKNOWN_PEER)
+	Spoofed      uint64 // from an address that is not the claimed station's (RX_SPOOFED)
+	AuthFail     uint64 // keyed: no valid authentication code (AUTH_FAIL)
+	AuthReplay   uint64 // keyed: seen before, or older than the replay window (AUTH_REPLAY)
+	AuthSessions uint64 // keyed: sessions established (AUTH_SESSIONS)
+}
+
+// Add sums two counts, for a wrapper that screens on top of its port.
+func (c ScreenCounts) Add(o ScreenCounts) ScreenCounts {
+	return ScreenCounts{c.UnknownPeer + o.UnknownPeer, c.Spoofed + o.Spoofed, c.AuthFail + o.AuthFail,
+		c.AuthReplay + o.AuthReplay, c.AuthSessions + o.AuthSessions}
+}
+
+// Screener is a Port that refuses frames for who sent them and counts it.
+type Screener interface {
+	Screened() ScreenCounts
+}
+
+// KnowsPeer reports whether a port with mac is attached: on the hub a
+// frame can only come from one, so no station is a stranger.
+func (p *hubPort) KnowsPeer(mac [6]byte) bool {
+	p.hub.mu.RLock()
+	defer p.hub.mu.RUnlock()
+	return p.hub.ports[mac] != nil
+}

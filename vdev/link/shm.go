@@ -18,6 +18,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
 	"github.com/dimmnet/dimmnet/vdev/link/shmring"
+	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -167,26 +168,10 @@ func (p *shmPort) logf(format string, args ...any) {
 func shmSlotFrame(mtu int) int { return (mtu+8+63)&^63 - 8 }
 
 // privateDir makes dir (mode 0700) or checks that the existing one is a
-// directory of ours that nobody else may write: the rendezvous socket and
-// lock files are trusted by name.
-func privateDir(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return err
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s is not a directory", dir)
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s belongs to uid %d, not to us", dir, st.Uid)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by others (mode %o)", dir, st.Mode&0o777)
-	}
-	return nil
-}
+// directory of ours that nobody else may write, under ancestors nobody
+// else may rename it in: the rendezvous socket and lock files are trusted
+// by name, as a daemon's are (package rundir, whose rules these are).
+func privateDir(dir string) error { return rundir.Ensure(dir, 0) }
 
 func (p *shmPort) sockPath(n uint16) string {
 	return filepath.Join(p.dir, fmt.Sprintf("node%d.sock", n))

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,14 +35,19 @@ type udpPort struct {
 	peers map[[6]byte]*udpPeer
 	all   []*udpPeer // for broadcast, in a fixed order
 	q     txq        // large frames go out on the sender goroutine
+
+	unknown, spoofed atomic.Uint64 // frames screened out: see Screened
 }
 
 // ListenUDP opens a port that carries each Ethernet frame as one UDP
 // datagram, so devices on any hosts that can route to each other talk
 // without privileges. local is the host:port to bind; peers maps each
 // remote MAC (as net.HardwareAddr.String spells it) to its host:port; mtu
-// is the largest frame (at most 65507). Datagrams from addresses not in
-// peers are still received: the device, not the port, judges frames.
+// is the largest frame (at most 65507). A datagram is received only from
+// the address and port peers gives the station its Ethernet source names:
+// anyone can send a datagram, so a frame from elsewhere (RX_SPOOFED), or
+// naming a station not in peers (RX_UNKNOWN_PEER), is dropped before the
+// device keeps anything of it.
 func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu int) (Port, error) {
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("link: udp %s: MAC %q is not 6 bytes", local, mac)
@@ -93,8 +99,45 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 	}
 	setSockBufs(fd)
 	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = mtu, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
+	p.screen = p.fromPeer
 	p.init()
 	return p, nil
+}
+
+// fromPeer admits a frame only from the address peers gives the station
+// its Ethernet source names.
+func (p *udpPort) fromPeer(f []byte, from *unix.RawSockaddrAny) bool {
+	pe := p.peers[[6]byte(f[6:12])]
+	if pe == nil {
+		p.unknown.Add(1)
+		return false
+	}
+	if !pe.is(from) {
+		p.spoofed.Add(1)
+		return false
+	}
+	return true
+}
+
+// is reports whether from is the peer's own address and port.
+func (pe *udpPeer) is(from *unix.RawSockaddrAny) bool {
+	switch from.Addr.Family {
+	case unix.AF_INET:
+		a, b := (*unix.RawSockaddrInet4)(unsafe.Pointer(from)), (*unix.RawSockaddrInet4)(pe.sa)
+		return pe.len == unsafe.Sizeof(*b) && b.Family == unix.AF_INET && a.Port == b.Port && a.Addr == b.Addr
+	case unix.AF_INET6:
+		a, b := (*unix.RawSockaddrInet6)(unsafe.Pointer(from)), (*unix.RawSockaddrInet6)(pe.sa)
+		return pe.len == unsafe.Sizeof(*b) && b.Family == unix.AF_INET6 && a.Port == b.Port && a.Addr == b.Addr
+	}
+	return false
+}
+
+// KnowsPeer reports whether mac is in the peers file.
+func (p *udpPort) KnowsPeer(mac [6]byte) bool { return p.peers[mac] != nil }
+
+// Screened counts the datagrams dropped for their source.
+func (p *udpPort) Screened() ScreenCounts {
+	return ScreenCounts{UnknownPeer: p.unknown.Load(), Spoofed: p.spoofed.Load()}
 }
 
 // newUDPPeer prepares the raw socket address of ua for a socket of the

@@ -39,6 +39,11 @@ type Config struct {
 	Window      int   // unacknowledged packets per peer
 	MaxTimeouts int   // consecutive timeouts without progress before the peer is unreachable
 	RTOFloor    int64 // least retransmission timeout, ns (0: MinBackoff)
+	// HoldLimit bounds how long a receiver may hold our packet without
+	// progress (ns; 0: for ever): a slow receiver is not an unreachable
+	// one, but one whose hold never ends (or a stranger repeating hold
+	// ACKs) must not keep a command queue frozen for good.
+	HoldLimit int64
 }
 
 // Book counts, across every peer of a device, the work the engine must
@@ -87,6 +92,7 @@ type Tx struct {
 	blockedAt   int64 // a new packet has found the link full since then (0: not)
 	srtt        int64 // smoothed round trip, ns
 	timeouts    int   // consecutive timeouts without progress
+	heldSince   int64 // the first hold ACK since the last progress (0: none)
 }
 
 // NewTx starts a sending session under epoch (a clock reading, so a
@@ -171,7 +177,7 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	}
 	t.pkts = t.pkts[:copy(t.pkts, t.pkts[n:])] // in place: no allocation per ACK
 	t.acked = ack
-	t.backoff, t.timeouts = MinBackoff, 0
+	t.backoff, t.timeouts, t.heldSince = MinBackoff, 0, 0
 	if len(t.pkts) == 0 {
 		t.disarm()
 	} else {
@@ -265,8 +271,14 @@ func (t *Tx) Resume(seq uint32, now int64) {
 }
 
 // Alive notes that the peer answered without progress (it holds our
-// packet): it is there, so its silence is not counted towards unreachable.
-func (t *Tx) Alive() { t.timeouts = 0 }
+// packet) at now: it is there, so its silence is not counted towards
+// unreachable; the hold itself is timed against Config.HoldLimit.
+func (t *Tx) Alive(now int64) {
+	t.timeouts = 0
+	if t.heldSince == 0 {
+		t.heldSince = now
+	}
+}
 
 // goBackAll marks every packet the receiver has not placed for resending.
 func (t *Tx) goBackAll(c Cause) {
@@ -296,6 +308,7 @@ const (
 	WentBack                  // a requested go-back: packets marked for resending
 	TimedOut                  // a timeout: packets marked, interval doubled
 	Unreachable               // MaxTimeouts in a row: the session is over
+	HoldExpired               // the peer held our packets past Config.HoldLimit: the session is over
 )
 
 // Expire handles a run-out timer in engine pass pass (call when Due).
@@ -320,6 +333,9 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	}
 	if pass-t.expiredPass < GracePasses {
 		return Waiting
+	}
+	if t.heldSince != 0 && t.cfg.HoldLimit > 0 && now-t.heldSince >= t.cfg.HoldLimit {
+		return HoldExpired
 	}
 	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts {
 		return Unreachable

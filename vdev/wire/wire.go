@@ -97,7 +97,29 @@ const (
 	// TypePage is sequenced like the data it orders: a PUSH sent after it
 	// must not land before the receiver has paged the port in.
 	TypePage Type = 7
+	// TypeHello is the keyed link's handshake; it never reaches a device,
+	// the link's authenticator consumes it.
+	TypeHello Type = 8
 )
+
+// Steps of a HELLO handshake (its Code), see docs/wire.md "Authenticated
+// links".
+const (
+	HelloOffer   uint16 = 0 // the sender's fresh nonce; it answers nothing
+	HelloAnswer  uint16 = 1 // the sender's fresh nonce, answering the receiver's
+	HelloConfirm uint16 = 2 // the sender has taken the session both nonces make
+)
+
+// HelloNonceLen is the size of each nonce of a HELLO's payload, which is
+// the sender's nonce followed by the receiver's nonce it answers (zero in
+// an offer).
+const HelloNonceLen = 32
+
+// AuthTrailerLen is what flag Auth adds after the payload: an 8-byte frame
+// counter (little-endian) and a 16-byte authentication tag. The header is
+// full, so authentication is a trailer, which a receiver without a key
+// ignores like any bytes after PayloadLen.
+const AuthTrailerLen = 8 + 16
 
 // TypeDoc names and explains one packet type.
 type TypeDoc struct {
@@ -118,6 +140,7 @@ var TypeDocs = []TypeDoc{
 	{TypeAck, "ACK", "acknowledge: Ack (with flag AckValid) is cumulative; with flag Hold the receiver holds packet Seq; with flag Sack, Imm lists packets placed beyond Ack+1; all of the receiver's session Tag"},
 	{TypeNack, "NACK", "report that packet Seq of the receiver's session Tag was not placed; Code says why (see NACK codes)"},
 	{TypePage, "PAGE", "LMMC remote paging request: page LMMC port Imm into the receiver's link page frame Addr"},
+	{TypeHello, "HELLO", "keyed links: a handshake step (Code: 0 offer, 1 answer, 2 confirm); the payload is the sender's 32-byte nonce, then the receiver's nonce it answers (zero in an offer); consumed by the link's authenticator, never by a device"},
 }
 
 // typeNames is TypeDocs indexed by type, so Valid and String cost one load.
@@ -192,6 +215,9 @@ const (
 	// refusal, so a lost refusal NACK cannot let a later ACK complete the
 	// refused command as if its data had been placed.
 	FlagRefused Flags = 1 << 12
+	// FlagAuth marks a frame of a keyed link: it carries the
+	// authentication trailer, and a keyed receiver takes no frame without.
+	FlagAuth Flags = 1 << 13
 )
 
 // FlagDoc names and explains one flag bit.
@@ -218,6 +244,7 @@ var FlagDocs = []FlagDoc{
 	{FlagUnordered, "Unordered", "the receiver may place this packet before the packets ahead of it in sequence have arrived (selective repeat)"},
 	{FlagSack, "Sack", "ACK, NACK: Imm is a selective-ack bitmap: bit i set means sequence number Ack+2+i was received and placed (Ack+1 is missing)"},
 	{FlagRefused, "Refused", "ACK: the sender of this ACK has taken the refusal NACK of its packet Seq, of its session Code; the receiver stops repeating that refusal and holding its cumulative ACK below it"},
+	{FlagAuth, "Auth", "keyed links: AuthTrailerLen (24) bytes follow the payload: a frame counter and an authentication tag over the whole frame (see Authenticated links)"},
 }
 
 // knownFlags is the union of FlagDocs, for Flags.String.
@@ -377,7 +404,7 @@ var Fields = []Field{
 	{"PayloadLen", 36, 4, "Payload length", false, "payload bytes after the header; a frame holding fewer is rejected"},
 	{"Addr", 40, 8, "Address", true, "PUSH, PULLRESP: link-memory address of the payload's first byte; PULLREQ: the address to read; PAGE: the receiver's link page frame; NACK SEQ_ERR: the highest sequence number received"},
 	{"Imm", 48, 8, "Immediate", true, "PULLREQ: the requester's address the data returns to; PAGE: the LMMC port; with flag Sack: the selective-ack bitmap; PUSH, IPUSH: an operand delivered in the receive status"},
-	{"Code", 56, 2, "Code", false, "NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"},
+	{"Code", 56, 2, "Code", false, "HELLO: the handshake step; NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"},
 	{"Tag", 58, 2, "Tag", false, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in (such a PUSH carries no Ack); otherwise, once the sender has received a packet of the receiver's sending session: that session's epoch (the Code of its packets), which Ack, and a NACK's or Hold ACK's Seq, Addr and Imm, refer to; the receiver ignores them when it is not its current session's, since a new session numbers from 1 again; otherwise 0"},
 	{"Checksum", 60, 4, "Checksum", true, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"},
 }

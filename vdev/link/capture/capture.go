@@ -85,6 +85,10 @@ type backlogPort struct {
 // Backlog is the wrapped port's.
 func (c *backlogPort) Backlog(dst [6]byte) (int, int64) { return c.b.Backlog(dst) }
 
+// Record writes one frame that did not pass a wrapped port (a trace's
+// frame, received from a daemon), stamped now.
+func (cw *Writer) Record(f []byte) { cw.record(f) }
+
 // record writes one frame, stamped now: taking the time under the lock
 // keeps timestamps in file order whichever port records.
 func (cw *Writer) record(f []byte) {

@@ -214,7 +214,7 @@ func mdNack() string {
 	b.WriteString("| code | name | meaning |\n|-----:|------|---------|\n")
 	unnamed := func() { // the refusal codes uapi does not define yet
 		if first := uint16(uapi.NumErrnos); first <= wire.NackRefusalMax {
-			fmt.Fprintf(&b, "| %d..%d | REFUSED(n) | refusal with an error this version does not name |\n", first, wire.NackRefusalMax)
+			fmt.Fprintf(&b, "| %d..%d | REFUSED(n) | not named by this version: a protocol error, counted RX_BAD_NACK and ignored (no command fails with it) |\n", first, wire.NackRefusalMax)
 		}
 	}
 	for _, c := range nackCodes() {
@@ -227,7 +227,7 @@ func mdNack() string {
 	if unnamed != nil {
 		unnamed()
 	}
-	b.WriteString("\nOther codes are undefined; the dissector shows them unnamed.\n")
+	b.WriteString("\nOther codes are undefined and, like unnamed refusals, counted RX_BAD_NACK and ignored; the dissector shows them unnamed.\n")
 	return b.String()
 }
 
@@ -308,6 +308,8 @@ func protoFields() []protoField {
 		{"sack.seq", "Selectively acked", "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)", "ProtoField.uint32(%s, %s, base.DEC, nil, nil, %s)"},
 		{"checksum.status", "Checksum status", "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)", "ProtoField.uint8(%s, %s, base.DEC, { [0] = \"Bad\", [1] = \"Good\", [2] = \"Unverified\" }, nil, %s)"},
 		{"payload", "Payload", "the PayloadLen payload bytes", "ProtoField.bytes(%s, %s, base.NONE, %s)"},
+		{"auth.counter", "Frame counter", "with flag Auth: the trailer's frame counter, the nonce of the tag under the session's key; a receiver takes each counter once", "ProtoField.uint64(%s, %s, base.DEC, nil, nil, %s)"},
+		{"auth.tag", "Authentication tag", "with flag Auth: AES-GMAC (HELLO: HMAC-SHA256, first 16 bytes) over the frame and the counter; the dissector cannot check it without the key", "ProtoField.bytes(%s, %s, base.NONE, %s)"},
 	} {
 		abbr := "dimmnet." + e.key
 		fs = append(fs, protoField{e.key, abbr, e.title, e.doc, fmt.Sprintf(e.ctor, lq(abbr), lq(e.title), lq(e.doc))})
@@ -326,7 +328,8 @@ func luaTables() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("local HEADER_LEN = %d\n", wire.HeaderLen)
 	p("local VERSION = %d\n", wire.Version1)
-	p("local ETHERTYPE = 0x%04X\n\n", uint16(wire.EtherType))
+	p("local ETHERTYPE = 0x%04X\n", uint16(wire.EtherType))
+	p("local AUTH_TRAILER_LEN = %d\n\n", wire.AuthTrailerLen)
 
 	p("-- Packet types (wire.TypeDocs): names by value, values by name.\nlocal types = {\n")
 	for _, d := range wire.TypeDocs {

@@ -1,0 +1,234 @@
+package vdev
+
+import (
+	"sync/atomic"
+
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// A checked device (Config.Check) validates the driver's side of the
+// datasheet and reports what it sees broken into the VIOLATIONS counter
+// and the violation log (uapi.ViolationDocs lists the rules). Real
+// hardware hides these mistakes until they corrupt something; this device
+// sees every word it polls, so it can name them. It never changes what
+// the device does: every check reads, compares and reports, nothing else.
+// Unchecked, d.chk is nil and no check costs more than that test.
+
+// doorbellGrace is how long after the engine found a command on its
+// sleep's timeout a doorbell still counts as rung for it: a driver that
+// read DEV_SLEEP = 1 an instant before the timer fired rings within
+// microseconds (an eventfd wake-up is 10-20 µs here), so 2 ms never
+// reports a legitimate race.
+const doorbellGrace = 2_000_000
+
+// checker is a checked device's memory of what the driver's words should
+// hold.
+type checker struct {
+	d      *Device
+	ro     []uint32 // read-only words compared on every pass
+	shadow []uint64 // what they held when the device's last pass ended
+
+	statHead uint64     // the last STATQ_HEAD seen
+	amt      []amtWatch // per AMT entry
+
+	// missing doorbells: the engine's sleep that ended by its timer, and
+	// a command it then found (a suspect until doorbellGrace has passed)
+	timerWake bool
+	bells     uint64 // DOORBELLS when the engine fell asleep
+	polled    atomic.Bool
+	suspect   bool
+	suspIdx   uint64
+	suspAt    int64
+
+	overrunAt uint64 // the command index last reported overrun, plus 1
+
+	// the log's rate limit
+	seq      uint64 // violations logged
+	window   int64  // start of the current second
+	inWindow int
+}
+
+// amtWatch is what the checker saw of one AMT entry.
+type amtWatch struct {
+	base, cfg, head, tail uint64
+}
+
+// excludedRO are read-only words the device also stores outside its
+// passes (the engine's heartbeat and sleep, doorbell goroutines, a
+// shutdown): the pass-to-pass comparison cannot tell those stores from a
+// driver's.
+var excludedRO = map[uint32]bool{
+	uapi.RegAlive: true, uapi.RegDevSleep: true, uapi.RegState: true,
+	uapi.CtrDoorbells.Off(): true, uapi.CtrSleeps.Off(): true,
+	// mirrored from the port by the heartbeat
+	uapi.CtrLinkRxDropped.Off(): true, uapi.CtrLinkTxErrors.Off(): true,
+	uapi.CtrRxUnknownPeer.Off(): true, uapi.CtrRxSpoofed.Off(): true,
+	uapi.CtrAuthFail.Off(): true, uapi.CtrAuthReplay.Off(): true, uapi.CtrAuthSessions.Off(): true,
+	// moved by the checks themselves
+	uapi.CtrViolations.Off(): true,
+}
+
+func newChecker(d *Device) *checker {
+	c := &checker{d: d, amt: make([]amtWatch, d.g.AMTEntries)}
+	for _, r := range uapi.Registers {
+		if r.Access == uapi.RO && !excludedRO[r.Off] {
+			c.ro = append(c.ro, r.Off)
+		}
+	}
+	for k := uapi.Counter(0); k < uapi.NumCounters; k++ {
+		if !excludedRO[k.Off()] {
+			c.ro = append(c.ro, k.Off())
+		}
+	}
+	for i := range uapi.NumTrace {
+		c.ro = append(c.ro, uapi.RegTrace+8*uint32(i))
+	}
+	c.shadow = make([]uint64, len(c.ro))
+	return c
+}
+
+// snap records the read-only words as the device left them: called when
+// a pass (or the heartbeat) ends.
+func (c *checker) snap() {
+	for i, off := range c.ro {
+		c.shadow[i] = c.d.r.Load64(off)
+	}
+}
+
+// pass runs the checks that look at the driver's words, at the start of
+// a pass: what changed since the device's last store is the driver's.
+func (c *checker) pass() {
+	d := c.d
+	for i, off := range c.ro {
+		if v := d.r.Load64(off); v != c.shadow[i] {
+			c.report(uapi.Violation{Kind: uapi.VioReadOnly, Where: uint64(off), Expected: c.shadow[i], Got: v})
+			c.shadow[i] = v // once: the device goes on from what is there
+		}
+	}
+	if h := d.r.Load64(uapi.RegStatqHead); h != c.statHead {
+		switch {
+		case int64(h-c.statHead) < 0:
+			c.report(uapi.Violation{Kind: uapi.VioStatusHead, Index: h, Where: uapi.RegStatqHead, Expected: c.statHead, Got: h})
+		case int64(h-d.statTail) > 0:
+			c.report(uapi.Violation{Kind: uapi.VioStatusHead, Index: h, Where: uapi.RegStatqHead, Expected: d.statTail, Got: h})
+		}
+		c.statHead = h
+	}
+	for i := range c.amt {
+		c.amtEntry(uint64(i))
+	}
+	if c.suspect && d.now()-c.suspAt > doorbellGrace {
+		c.suspect = false
+		if d.r.Load64(uapi.CtrDoorbells.Off()) == c.bells {
+			c.report(uapi.Violation{Kind: uapi.VioNoDoorbell, Index: c.suspIdx,
+				Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.bells + 1, Got: c.bells})
+		}
+	}
+}
+
+// amtEntry checks AMT entry i: its set-up words do not change while its
+// ring holds data, and its HEAD only moves forwards, up to TAIL.
+func (c *checker) amtEntry(i uint64) {
+	d := c.d
+	e := d.g.AMTOff + i*uapi.AMTSize
+	w := &c.amt[i]
+	base, cfg := d.r.Load64At(e+uapi.AMTBase), d.r.Load64At(e+uapi.AMTCfg)
+	head, tail := d.r.Load64At(e+uapi.AMTHead), d.r.Load64At(e+uapi.AMTTail)
+	valid := cfg>>32&uapi.AMTFlagValid != 0
+	wasValid := w.cfg>>32&uapi.AMTFlagValid != 0
+	if base != w.base || cfg != w.cfg || int64(tail-w.tail) < 0 {
+		// Set up anew (TAIL only moves forwards unless the driver starts
+		// the ring over, which may happen between two looks).
+		if wasValid && w.head != w.tail { // it held data: the driver set it up anew under the device
+			where, old, now := e+uapi.AMTCfg, w.cfg, cfg
+			switch {
+			case base != w.base:
+				where, old, now = e+uapi.AMTBase, w.base, base
+			case cfg == w.cfg:
+				where, old, now = e+uapi.AMTTail, w.tail, tail
+			}
+			c.report(uapi.Violation{Kind: uapi.VioAMTChanged, Index: i, Where: where, Expected: old, Got: now})
+		}
+		*w = amtWatch{base: base, cfg: cfg, head: head, tail: tail}
+		return
+	}
+	w.tail = tail
+	if !valid || head == w.head {
+		return
+	}
+	switch {
+	case int64(head-w.head) < 0:
+		c.report(uapi.Violation{Kind: uapi.VioAMTHead, Index: i, Where: e + uapi.AMTHead, Expected: w.head, Got: head})
+	case int64(head-tail) > 0:
+		c.report(uapi.Violation{Kind: uapi.VioAMTHead, Index: i, Where: e + uapi.AMTHead, Expected: tail, Got: head})
+	}
+	w.head = head
+}
+
+// desc checks, as command idx completes, that its slot still holds what
+// the device took, unless the slot was published again since.
+func (c *checker) desc(taken *uapi.Desc, idx uint64) {
+	d := c.d
+	slot := d.cmdSlot(idx)
+	if d.r.Load64At(slot+uapi.DescSeqOff) != idx+1 {
+		return
+	}
+	now := d.r.ReadWords8(slot)
+	was := taken.Words()
+	for i := range uapi.DescSeqOff / 8 {
+		if now[i] != was[i] {
+			c.report(uapi.Violation{Kind: uapi.VioDescChanged, Index: idx, Where: slot + uint64(8*i), Expected: was[i], Got: now[i]})
+			return
+		}
+	}
+}
+
+// overrun checks the SEQ word found at the head's slot when it is not the
+// head's: a later lap's means the driver overwrote a command the device
+// had not taken.
+func (c *checker) overrun(idx, seq uint64) {
+	n := c.d.g.CmdqEntries
+	if seq > idx+1 && (seq-idx-1)%n == 0 && c.overrunAt != idx+1 {
+		c.overrunAt = idx + 1 // once: the slot stays overrun until the driver mends it
+		c.report(uapi.Violation{Kind: uapi.VioSlotOverrun, Index: idx, Where: c.d.cmdSlot(idx) + uapi.DescSeqOff, Expected: idx + 1, Got: seq})
+	}
+}
+
+// took notes command idx taken; after a sleep its timer ended, with no
+// doorbell and no driver running the device, it is a suspect.
+func (c *checker) took(idx uint64) {
+	if !c.timerWake {
+		return
+	}
+	c.timerWake = false
+	if c.polled.Load() || c.d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells {
+		return
+	}
+	c.suspect, c.suspIdx, c.suspAt = true, idx, c.d.now()
+}
+
+// sleeping notes that the engine falls asleep on the device.
+func (c *checker) sleeping() {
+	c.bells = c.d.r.Load64(uapi.CtrDoorbells.Off())
+	c.polled.Store(false)
+	c.timerWake = false
+}
+
+// report counts a violation and logs it within the rate limit.
+func (c *checker) report(v uapi.Violation) {
+	d := c.d
+	d.count(uapi.CtrViolations, 1)
+	now := d.now()
+	if now-c.window >= 1_000_000_000 {
+		c.window, c.inWindow = now, 0
+	}
+	if c.inWindow < uapi.ViolLogPerSecond {
+		c.inWindow++
+		c.seq++
+		v.Seq, v.Time = c.seq, uint64(now)
+		d.r.WriteViolation(v)
+	}
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvViolation, Viol: v}) // every one, logged (Seq set) or not
+	}
+}
