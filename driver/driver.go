@@ -208,6 +208,30 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	return idx, nil
 }
 
+// Progress runs one pass of a device embedded in this process when the
+// driver runs it to completion, and reports whether the pass did work; it
+// does nothing for a device run elsewhere. A library whose progress loop
+// polls statuses without WaitTail (it must also watch its own callers)
+// calls it so its device moves on the loop's thread instead of a second
+// spinning one.
+func (d *Driver) Progress() bool {
+	if d.run == nil {
+		return false
+	}
+	return d.run.Poll()
+}
+
+// Drive tells an embedded device that this driver's thread runs it from
+// now on (true: its engine stands down) or no longer (false), as WaitTail
+// does around its spin. A progress loop that calls Progress holds it true
+// while busy and false before it sleeps; it does nothing for a device
+// run elsewhere.
+func (d *Driver) Drive(on bool) {
+	if d.run != nil {
+		d.run.Drive(on)
+	}
+}
+
 // Kick rings the doorbell unconditionally.
 func (d *Driver) Kick() error {
 	d.r.Add64(uapi.RegDoorbell, 1)
