@@ -39,6 +39,8 @@ commands:
   barrier    the paper's barrier and multicast orders on 64 real devices
              behind a switch fabric, beside the model (dimmnet barrier
              --nodes 64 --topology mesh4x4 --routing updown --order shio)
+  acp-bench  ACP global memory copies and atomics between rank processes
+             beside OpenSHMEM and MPI one-sided (osc pt2pt)
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -76,6 +78,8 @@ func main() {
 		err = fabricBenchCmd(os.Args[2:])
 	case "barrier":
 		err = barrierCmd(os.Args[2:])
+	case "acp-bench":
+		err = acpBenchCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

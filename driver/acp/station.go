@@ -9,6 +9,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
+	"golang.org/x/sys/unix"
 )
 
 // station is the communication goroutine's state: the command station
@@ -109,10 +110,13 @@ func (c *ACP) Stats() Stats {
 		Protocol: atomic.LoadUint64(&c.st.stats.Protocol), Resolves: atomic.LoadUint64(&c.st.stats.Resolves)}
 }
 
-// Idle thresholds of the loop: spin (running the device) for spinIdle
-// after the last work, then spin in the driver's WaitTail slices, and
-// after sleepIdle let WaitTail sleep on the interrupt.
+// Idle thresholds of the loop (ns since the last work): spin running
+// the device, yielding the core to the OS from yieldIdle on; from
+// spinIdle on spin in the driver's WaitTail slices (50 µs to 1 ms, the
+// queue looked at between them); from sleepIdle on let WaitTail sleep on
+// the interrupt (a command enqueued then waits up to 10 ms).
 const (
+	yieldIdle = 5_000
 	spinIdle  = 1_000_000
 	sleepIdle = 100_000_000
 )
@@ -143,19 +147,24 @@ func (c *ACP) loop() {
 			continue
 		}
 		runtime.Gosched()
-		if i%64 != 0 {
-			continue
-		}
 		now := monotime.Now()
 		if last < 0 {
 			last = now
 		}
+		// Idle with nothing of ours in flight for a while: give the core
+		// to the OS, not only to our goroutines, as ranks on one host
+		// often outnumber its cores and a peer whose delegate station we
+		// need may be waiting for one. Never while a completion is due:
+		// this thread runs the device that reports it.
+		if now-last > yieldIdle {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
 		if now-last < spinIdle {
 			continue
 		}
-		timeout := int64(1)
+		timeout := int64(1) // spin in the driver's wait, then look at the queue again
 		if now-last > sleepIdle {
-			timeout = 2_000_000
+			timeout = 2_000_000 // sleep on the interrupt
 		}
 		d.Drive(false)
 		_, err := d.WaitTail(timeout)
