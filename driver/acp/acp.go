@@ -209,17 +209,11 @@ func Init(d *driver.Driver, o Options) (*ACP, error) {
 		return nil, fmt.Errorf("acp init: %w", err)
 	}
 	c.split = sp
-	next := uint64(0)
-	place := func(n uint64) uint64 { a := next; next = alignUp(next+n, 64); return a }
-	c.ringBase = place(uint64(o.RingBytes))
-	c.outBase = place(outSlots * msgSize)
-	c.resolveBase = place(resolveSlots * tableEntry)
-	c.bounceBase = place(uint64(o.Bounce))
-	c.tableBase = place(uint64(1<<sp.SegBits) * tableEntry)
-	c.starterBase = place(uint64(o.StarterSize))
-	c.heapBase = next
-	if next > uint64(len(c.lm)) {
-		return nil, fmt.Errorf("acp init: areas need %d bytes, link memory has %d: %w", next, len(c.lm), ErrNoMemory)
+	a := layoutFor(o, sp)
+	c.ringBase, c.outBase, c.resolveBase, c.bounceBase = a.Ring.Addr, a.Out.Addr, a.Resolve.Addr, a.Bounce.Addr
+	c.tableBase, c.starterBase, c.heapBase = a.Table.Addr, a.Starter.Addr, a.Heap
+	if a.Heap > uint64(len(c.lm)) {
+		return nil, fmt.Errorf("acp init: areas need %d bytes, link memory has %d: %w", a.Heap, len(c.lm), ErrNoMemory)
 	}
 	clear(c.lm[c.tableBase:c.heapBase])
 	c.heap = newHeap(c.heapBase, uint64(len(c.lm)))
