@@ -363,14 +363,17 @@ func (c *ACP) enqueue(m cmd) (Handle, error) {
 }
 
 // backoff is how a caller waits for the communication goroutine: yield
-// at first (on one core the goroutine needs ours), then sleep briefly
-// once the wait is long, so a rank blocked for seconds does not spin.
+// at first (on one core the goroutine needs ours), then sleep once the
+// wait is long, so a rank blocked for seconds (a Sync) costs no core.
 func backoff(i int) {
-	if i < 20000 {
+	switch {
+	case i < 20000:
 		runtime.Gosched()
-		return
+	case i < 21000:
+		time.Sleep(50 * time.Microsecond)
+	default:
+		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(20 * time.Microsecond)
 }
 
 func (c *ACP) fatalErr() error {
