@@ -3,9 +3,11 @@ package acp_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +44,8 @@ func rankMain(args []string) error {
 	if err != nil || !ok {
 		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
 	}
-	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("ACP_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 8 << 20})
+	dev, err := rankdev.Open(rankdev.Options{Link: os.Getenv("ACP_TEST_LINK"), Dir: os.Getenv("ACP_TEST_DIR"),
+		Peers: os.Getenv("ACP_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 8 << 20})
 	if err != nil {
 		return err
 	}
@@ -143,7 +146,7 @@ func resetAndReinit(c *acp.ACP) error {
 // output; a correct run takes a fraction of it.
 const hangGuard = 90 * time.Second
 
-func runRanks(t *testing.T, n int, name string) {
+func runRanks(t *testing.T, n int, name string, env ...string) {
 	t.Helper()
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
@@ -155,6 +158,7 @@ func runRanks(t *testing.T, n int, name string) {
 		}
 		c.Env = append(c.Env, "ACP_TEST_DIR="+dir, "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r),
 			"OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n), "OMPI_COMM_WORLD_LOCAL_RANK="+strconv.Itoa(r))
+		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout, c.Stderr = bufs[r], bufs[r]
 		if err := c.Start(); err != nil {
@@ -189,6 +193,35 @@ func runRanks(t *testing.T, n int, name string) {
 // TestConformanceBetweenProcesses is the paper's section 7 on the
 // shared-memory link: the same program as in-process, same results.
 func TestConformanceBetweenProcesses(t *testing.T) { runRanks(t, 3, "conformance") }
+
+// TestConformanceOverUDP is the same program with the ranks' devices on
+// UDP sockets (loopback), as ranks on different hosts would be: the
+// paper's section 7 runs one program on two transports.
+func TestConformanceOverUDP(t *testing.T) {
+	var b strings.Builder
+	var held []net.PacketConn
+	closeAll := func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}
+	defer closeAll()
+	for r := range 3 { // ports the kernel found free, released for the ranks
+		l, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		fmt.Fprintf(&b, "node %d %s\n", r+1, l.LocalAddr())
+	}
+	peers := t.TempDir() + "/peers"
+	if err := os.WriteFile(peers, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	held = nil
+	runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers)
+}
 
 // TestResetAndReinitBetweenProcesses: Reset renumbers the ranks and
 // Finalize releases what Init made, so Init runs again in one process.
