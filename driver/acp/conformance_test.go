@@ -149,6 +149,9 @@ func conformance(c *acp.ACP) error {
 			return fmt.Errorf("counter after Add8s: %d, want %d", v, total)
 		}
 	}
+	if err := c.Sync(); err != nil { // rank 0 has read it before anyone's CAS
+		return err
+	}
 	h, err = c.CAS8(res, counter, total, total+100, acp.HandleNull)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,9 +179,19 @@ func runRanks(t *testing.T, n int, name string, env ...string) {
 	case <-done:
 	case <-time.After(hangGuard):
 		for _, c := range cmds {
-			c.Process.Kill() // only the processes this test started
+			c.Process.Signal(syscall.SIGQUIT) // only the processes this test started: their stacks, then exit
 		}
-		<-done
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			for _, c := range cmds {
+				c.Process.Kill()
+			}
+			<-done
+		}
+		for r := range cmds {
+			t.Logf("rank %d:\n%s", r, bufs[r])
+		}
 		t.Fatalf("%s: ranks still running after %v", name, hangGuard)
 	}
 	for r, err := range errs {
