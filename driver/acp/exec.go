@@ -200,7 +200,7 @@ func (st *station) fetchSeg(rank, seg int, key uint64) {
 	slot := st.resFree[len(st.resFree)-1]
 	st.resFree = st.resFree[:len(st.resFree)-1]
 	la := c.resolveBase + slot*tableEntry
-	st.stats.Resolves++
+	atomic.AddUint64(&st.stats.Resolves, 1)
 	st.post(uapi.Desc{Opcode: uapi.OpPULL, DstNode: st.rankNode[rank], Length: tableEntry, LocalAddr: la,
 		RemoteAddr: c.tableBase + uint64(seg)*tableEntry}, func(err error) {
 		w0, w1 := c.reg.Load64At(c.lmOff+la), c.reg.Load64At(c.lmOff+la+8) // the device wrote them

@@ -104,8 +104,8 @@ func (st *station) init(c *ACP, ring *driver.Ring) {
 	}
 }
 
-// Stats returns the delegate station's counts; call it after Complete
-// or Sync (it reads the goroutine's counters without a lock).
+// Stats returns the delegate station's counts so far; the goroutine
+// counts with atomic adds, so any goroutine may ask at any time.
 func (c *ACP) Stats() Stats {
 	return Stats{Delegated: atomic.LoadUint64(&c.st.stats.Delegated), Stale: atomic.LoadUint64(&c.st.stats.Stale),
 		Protocol: atomic.LoadUint64(&c.st.stats.Protocol), Resolves: atomic.LoadUint64(&c.st.stats.Resolves)}
@@ -230,12 +230,12 @@ func (st *station) dispatch(s *uapi.Status) {
 		}
 		st.ring.Release(s.End)
 		if !ok {
-			st.stats.Protocol++
+			atomic.AddUint64(&st.stats.Protocol, 1)
 			return
 		}
 		m, err := decodeMsg(b[:])
 		if err != nil {
-			st.stats.Protocol++
+			atomic.AddUint64(&st.stats.Protocol, 1)
 			return
 		}
 		st.handle(m, s.SrcNode)
@@ -371,7 +371,7 @@ func (st *station) station() bool {
 // handle acts on one delegation message from node.
 func (st *station) handle(m msg, node uint16) {
 	if m.epoch < st.epoch {
-		st.stats.Stale++
+		atomic.AddUint64(&st.stats.Stale, 1)
 		return
 	}
 	if m.epoch > st.epoch {
@@ -380,7 +380,7 @@ func (st *station) handle(m msg, node uint16) {
 	}
 	parent := int(m.parent)
 	if parent >= st.c.o.Procs {
-		st.stats.Protocol++
+		atomic.AddUint64(&st.stats.Protocol, 1)
 		return
 	}
 	switch m.typ {
@@ -403,7 +403,7 @@ func (st *station) handle(m msg, node uint16) {
 	case msgEnd:
 		st.onEnd(int64(m.handle), codeErr(m.op), m.a)
 	case msgCopy:
-		st.stats.Delegated++
+		atomic.AddUint64(&st.stats.Delegated, 1)
 		rank, _, _, _ := st.c.split.Parts(GA(m.dst))
 		if rank != st.rank {
 			st.reply(parent, m.handle, fmt.Errorf("delegated copy to rank %d's memory: %w", rank, ErrRank), 0)
@@ -411,10 +411,10 @@ func (st *station) handle(m msg, node uint16) {
 		}
 		st.doCopy(GA(m.dst), GA(m.src), m.a, parent, m.handle, func(err error) { st.reply(parent, m.handle, err, 0) })
 	case msgAtomic:
-		st.stats.Delegated++
+		atomic.AddUint64(&st.stats.Delegated, 1)
 		st.execAtomic(parent, m.handle, m.op, m.width, GA(m.dst), GA(m.src), m.a, m.b)
 	case msgPut:
-		st.stats.Delegated++
+		atomic.AddUint64(&st.stats.Delegated, 1)
 		st.reply(parent, m.handle, st.storeLocal(GA(m.dst), m.width, m.a), 0)
 	}
 }
@@ -433,7 +433,7 @@ func (st *station) reply(parent int, handle uint64, err error, value uint64) {
 // caller asked when that is this rank's memory.
 func (st *station) onEnd(h int64, err error, value uint64) {
 	if h <= st.doneUpTo || h > st.head {
-		st.stats.Protocol++
+		atomic.AddUint64(&st.stats.Protocol, 1)
 		return
 	}
 	if ad, ok := st.atomicDst[h]; ok {
