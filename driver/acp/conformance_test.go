@@ -3,6 +3,7 @@ package acp_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/dimmnet/dimmnet/driver/acp"
@@ -246,8 +247,17 @@ func conformance(c *acp.ACP) error {
 	if err := c.UnregisterMemory(k1); err != nil {
 		return err
 	}
+	if _, err := c.QueryGA(k1, buf); err != nil {
+		return fmt.Errorf("a merged registration went after one of its two unregistrations: %w", err)
+	}
 	if err := c.UnregisterMemory(k2); err != nil {
 		return err
+	}
+	if err := c.UnregisterMemory(k1); !errors.Is(err, acp.ErrKey) {
+		return fmt.Errorf("a third unregistration of two registrations: %v", err)
+	}
+	if _, err := c.QueryGA(k1, buf); !errors.Is(err, acp.ErrKey) {
+		return fmt.Errorf("query ga after the last unregistration: %v", err)
 	}
 	return c.Sync()
 }
