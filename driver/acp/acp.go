@@ -387,7 +387,9 @@ func (c *ACP) fatalErr() error {
 // with HandleAll: every one issued so far) and returns their errors.
 func (c *ACP) Complete(h Handle) error {
 	if h == HandleAll {
-		h = Handle(c.tail.Load())
+		if h = Handle(c.tail.Load()); h == HandleNull {
+			return nil // nothing issued: nothing to wait for
+		}
 	}
 	if h <= HandleNull || int64(h) > c.tail.Load() {
 		return fmt.Errorf("complete %d (issued %d): %w", h, c.tail.Load(), ErrHandle)

@@ -172,13 +172,17 @@ func (st *station) resolve(rank, seg int, off, n uint64, fn func(uint64, error))
 		fn(a, err)
 		return
 	}
+	if rank >= len(st.rankNode) || st.rankNode[rank] == 0 {
+		fn(0, fmt.Errorf("segment %d of rank %d: %w", seg, rank, ErrRank))
+		return
+	}
 	key := uint64(rank)<<maxSegBits | uint64(seg)
-	if e, ok := st.cache[key]; ok && off < e.size && off+n <= e.size {
+	if e, ok := st.cache[key]; ok && off < e.size && n <= e.size-off {
 		fn(e.base+off, nil)
 		return
 	}
 	check := func(e segEnt, err error) {
-		if err == nil && (off >= e.size || off+n > e.size) {
+		if err == nil && (off >= e.size || n > e.size-off) {
 			err = fmt.Errorf("%d bytes at offset %d of rank %d's %d-byte segment %d: %w", n, off, rank, e.size, seg, ErrUnregistered)
 		}
 		fn(e.base+off, err)

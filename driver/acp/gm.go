@@ -210,7 +210,7 @@ func (c *ACP) local(g GA, n uint64) (addr, left uint64, err error) {
 		return 0, 0, fmt.Errorf("address %#x: segment %d: %w", uint64(g), seg, ErrUnregistered)
 	}
 	s := c.segs[seg]
-	if off+n > s.size || off >= s.size {
+	if off >= s.size || n > s.size-off { // not off+n: a peer's n may wrap it
 		return 0, 0, fmt.Errorf("address %#x: %d bytes at offset %d of a %d-byte segment: %w", uint64(g), n, off, s.size, ErrUnregistered)
 	}
 	return s.base + off, s.size - off, nil

@@ -405,6 +405,10 @@ func (st *station) handle(m msg, node uint16) {
 	case msgCopy:
 		atomic.AddUint64(&st.stats.Delegated, 1)
 		rank, _, _, _ := st.c.split.Parts(GA(m.dst))
+		if m.a > uapi.MaxXfer {
+			st.reply(parent, m.handle, fmt.Errorf("delegated copy of %d bytes: %w", m.a, ErrSize), 0)
+			return
+		}
 		if rank != st.rank {
 			st.reply(parent, m.handle, fmt.Errorf("delegated copy to rank %d's memory: %w", rank, ErrRank), 0)
 			return
