@@ -51,6 +51,8 @@ type Options struct {
 	Iters int
 	// NoPeers skips Open MPI.
 	NoPeers bool
+	// Peers is the UDP peers file of a job started by a launcher.
+	Peers string
 	// Procs per rank: GOMAXPROCS of each rank process (default 1: the
 	// caller and the communication goroutine take turns on one thread,
 	// as three ranks share this host's cores).
@@ -73,6 +75,7 @@ func (o *Options) defaults() {
 var ErrRankFailed = errors.New("acpbench: a rank failed")
 
 const (
+	envChild = "ACPBENCH_CHILD" // set in the ranks Run launches itself
 	roleRank = "acp-bench-rank"
 	ranks    = 3
 	big      = 1 << 20
@@ -83,8 +86,19 @@ func init() { subproc.Register(roleRank, childRank) }
 
 // Run measures ACP on three rank processes of this binary, then Open MPI
 // beside it, and returns the records.
+//
+// Under a launcher (mpirun, srun) this process is one rank of the job
+// instead, on the shared-memory link in the launcher's job directory (or
+// UDP with Options.Peers); only rank 0 returns records, Open MPI is not
+// run from inside a job, and with two ranks the third-party copy is left
+// out.
 func Run(o Options, log io.Writer) ([]Record, error) {
 	o.defaults()
+	if l, ok, err := fmpl.FromEnv(); err != nil {
+		return nil, err
+	} else if ok && os.Getenv(envChild) == "" {
+		return rankRun(o, l, "", o.Peers)
+	}
 	fmt.Fprintf(log, "acp-bench: %d ACP ranks on the %s link\n", ranks, o.Link)
 	recs, err := launch(o)
 	if err != nil {
@@ -125,7 +139,7 @@ func launch(o Options) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(ranks))
+		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(ranks), envChild+"=1")
 		if r == 0 {
 			c.Stdout = &out0
 		}
@@ -162,15 +176,28 @@ func childRank(args []string) error {
 	o.Iters, _ = strconv.Atoi(args[3])
 	o.Procs, _ = strconv.Atoi(args[4])
 	o.defaults()
-	runtime.GOMAXPROCS(o.Procs)
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: args[0], Peers: args[1], Node: uint16(l.Rank + 1), RegionSize: 32 << 20})
+	recs, err := rankRun(o, l, args[0], args[1])
 	if err != nil {
 		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range recs {
+		enc.Encode(r)
+	}
+	return nil
+}
+
+// rankRun is one rank: its device, ACP, and on rank 0 the measurements.
+func rankRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
+	runtime.GOMAXPROCS(o.Procs)
+	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20})
+	if err != nil {
+		return nil, err
 	}
 	defer dev.Close()
 	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size, StarterSize: starter})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var recs []Record
 	if l.Rank == 0 {
@@ -183,13 +210,9 @@ func childRank(args []string) error {
 		err = e
 	}
 	if err != nil {
-		return fmt.Errorf("acp-bench rank %d: %w", l.Rank, err)
+		return nil, fmt.Errorf("acp-bench rank %d: %w", l.Rank, err)
 	}
-	enc := json.NewEncoder(os.Stdout)
-	for _, r := range recs {
-		enc.Encode(r)
-	}
-	return nil
+	return recs, nil
 }
 
 // measure is rank 0's part: each operation on rank 1 (and rank 2).
@@ -213,6 +236,9 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 		}},
 		{"copy-out-1M", "device", big, o.Iters/50 + 5, func(int) (acp.Handle, error) { return c.Copy(r1+big, me+big, big, acp.HandleNull) }},
 		{"copy-in-1M", "device", big, o.Iters/50 + 5, func(int) (acp.Handle, error) { return c.Copy(me+2*big, r1+big, big, acp.HandleNull) }},
+	}
+	if c.Procs() < 3 {
+		ops = slices.DeleteFunc(ops, func(p op) bool { return p.name == "third-party-copy-8" })
 	}
 	times := make([]int64, o.Iters)
 	for _, p := range ops {
