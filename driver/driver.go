@@ -272,6 +272,22 @@ func (d *Driver) Pull(dst uint16, local, remote uint64, n uint32, cookie uint64)
 		LocalAddr: local, RemoteAddr: remote, Cookie: cookie})
 }
 
+// FetchAdd8 posts a remote fetch-and-add: dst's device adds addend to its
+// aligned word at remote and the old value lands at local; it completes
+// with PULL_DONE, whose Imm is the old value.
+func (d *Driver) FetchAdd8(dst uint16, local, remote, addend, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpFADD8, DstNode: dst, SrcProc: d.GPID(), Length: 8,
+		LocalAddr: local, RemoteAddr: remote, Operand: addend, Cookie: cookie})
+}
+
+// CAS8 posts a remote compare-and-swap: dst's device stores swap into its
+// aligned word at remote if it equals cmp; the old value lands at local
+// and is the PULL_DONE status's Imm.
+func (d *Driver) CAS8(dst uint16, local, remote, cmp, swap, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpCAS8, DstNode: dst, SrcProc: d.GPID(), Length: 8,
+		LocalAddr: local, RemoteAddr: remote, Operand: cmp, Imm: swap, Cookie: cookie})
+}
+
 // StatusTail loads the device's status tail: the cheapest way to learn that
 // something arrived (the paper's "poll the Status Pointer").
 func (d *Driver) StatusTail() uint64 { return d.r.Load64(uapi.RegStatqTail) }
