@@ -110,6 +110,10 @@ type Options struct {
 	Bounce int
 	// InitTimeout bounds how long Init waits for every peer (default 60 s).
 	InitTimeout time.Duration
+	// DeviceAtomics has Add8 and CAS8 whose result goes to the caller's
+	// memory done by the target's device (FADD8, CAS8) instead of by
+	// delegation; SetDeviceAtomics changes it later.
+	DeviceAtomics bool
 }
 
 // cmd kinds.
@@ -146,6 +150,7 @@ type ACP struct {
 
 	rank       atomic.Int32
 	live       atomic.Bool
+	devAtomics atomic.Bool
 	finalizing atomic.Bool // hellos are no longer answered: a peer's next Init must not take this life's answer
 
 	qmu   sync.Mutex
@@ -222,6 +227,7 @@ func Init(d *driver.Driver, o Options) (*ACP, error) {
 	c.publishSeg(1)
 	c.segRR = 1
 	c.rank.Store(int32(o.Rank))
+	c.devAtomics.Store(o.DeviceAtomics)
 	// Remote PUSH and PULL may reach the registration table and user
 	// memory, never the ring, the outgoing slots or the bounce buffer.
 	d.SetWindow(c.tableBase, uint64(len(c.lm))-c.tableBase)
@@ -324,6 +330,13 @@ func (c *ACP) Sync() error {
 	}
 	return nil
 }
+
+// SetDeviceAtomics chooses the path of Add8 and CAS8 whose old value goes
+// to the caller's memory: the target device's receive engine (true) or
+// the target's delegate station (false). Either is atomic against the
+// other: both use the processor's atomic instructions on the word.
+// Commands already enqueued keep the path they were started with.
+func (c *ACP) SetDeviceAtomics(on bool) { c.devAtomics.Store(on) }
 
 // Rank is this process's rank (acp_rank).
 func (c *ACP) Rank() int { return int(c.rank.Load()) }

@@ -240,6 +240,10 @@ func (st *station) startAtomic(h int64, m cmd) {
 		st.execAtomic(st.rank, uint64(h), m.op, m.width, m.dst, m.src, m.a, m.b)
 		return
 	}
+	if dr == st.rank && m.width == 8 && (m.op == aopAdd || m.op == aopCAS) && st.c.devAtomics.Load() {
+		st.deviceAtomic(h, m, sr)
+		return
+	}
 	if dr == st.rank {
 		st.atomicDst[h] = atomicDst{m.dst, m.width}
 	}
@@ -248,6 +252,37 @@ func (st *station) startAtomic(h int64, m cmd) {
 		if err != nil {
 			st.onEnd(h, err, 0)
 		}
+	})
+}
+
+// deviceAtomic has the source word's device perform a fetch-add or CAS
+// (ABI 6's FADD8, CAS8), the old value landing in the caller's dst.
+func (st *station) deviceAtomic(h int64, m cmd, sr int) {
+	c := st.c
+	da, _, err := c.local(m.dst, 8)
+	if err == nil && da%8 != 0 {
+		err = fmt.Errorf("result word at link address %#x: %w", da, ErrAlign)
+	}
+	if err != nil {
+		st.complete(h, err)
+		return
+	}
+	_, _, seg, off := c.split.Parts(m.src)
+	st.resolve(sr, seg, off, 8, func(ra uint64, err error) {
+		if err == nil && ra%8 != 0 {
+			err = fmt.Errorf("atomic8 at rank %d's link address %#x: %w", sr, ra, ErrAlign)
+		}
+		if err != nil {
+			st.complete(h, err)
+			return
+		}
+		atomic.AddUint64(&st.stats.DeviceAtomics, 1)
+		op := uapi.OpFADD8
+		if m.op == aopCAS {
+			op = uapi.OpCAS8
+		}
+		st.post(uapi.Desc{Opcode: op, DstNode: st.rankNode[sr], Length: 8, LocalAddr: da, RemoteAddr: ra, Operand: m.a, Imm: m.b},
+			func(err error) { st.complete(h, err) })
 	})
 }
 

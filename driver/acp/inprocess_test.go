@@ -16,6 +16,12 @@ import (
 // on one in-memory link, and fails the test with every rank's error.
 func inProcess(t *testing.T, n int, body func(c *acp.ACP) error) {
 	t.Helper()
+	inProcessWith(t, n, acp.Options{}, body)
+}
+
+// inProcessWith is inProcess with options (Rank and Procs are set).
+func inProcessWith(t *testing.T, n int, o acp.Options, body func(c *acp.ACP) error) {
+	t.Helper()
 	nodes := make([]uint16, n)
 	for i := range nodes {
 		nodes[i] = uint16(i + 1)
@@ -37,7 +43,9 @@ func inProcess(t *testing.T, n int, body func(c *acp.ACP) error) {
 				return
 			}
 			defer d.Close()
-			c, err := acp.Init(d, acp.Options{Rank: r, Procs: n})
+			o := o
+			o.Rank, o.Procs = r, n
+			c, err := acp.Init(d, o)
 			if err != nil {
 				errs[r] = err
 				return
@@ -58,6 +66,21 @@ func inProcess(t *testing.T, n int, body func(c *acp.ACP) error) {
 
 func TestCopyAndAtomicsInProcess(t *testing.T) {
 	inProcess(t, 3, conformance)
+}
+
+// TestDeviceAtomicsInProcess runs the conformance program with Add8 and
+// CAS8 done by the target's device (ABI 6's FADD8 and CAS8): the same
+// results as by delegation.
+func TestDeviceAtomicsInProcess(t *testing.T) {
+	inProcessWith(t, 3, acp.Options{DeviceAtomics: true}, func(c *acp.ACP) error {
+		if err := conformance(c); err != nil {
+			return err
+		}
+		if n := c.Stats().DeviceAtomics; c.Rank() != 0 && n < 2 {
+			return fmt.Errorf("rank %d had %d atomics done by a device, want its Add8 and CAS8", c.Rank(), n)
+		}
+		return nil
+	})
 }
 
 // word reads the 8-byte little-endian word at g, this rank's.

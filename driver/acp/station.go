@@ -64,6 +64,8 @@ type Stats struct {
 	Protocol uint64
 	// Resolves counts PULLs of a peer's registration table entry.
 	Resolves uint64
+	// DeviceAtomics counts FADD8 and CAS8 this rank had a device perform.
+	DeviceAtomics uint64
 }
 
 type outMsg struct {
@@ -108,7 +110,8 @@ func (st *station) init(c *ACP, ring *driver.Ring) {
 // counts with atomic adds, so any goroutine may ask at any time.
 func (c *ACP) Stats() Stats {
 	return Stats{Delegated: atomic.LoadUint64(&c.st.stats.Delegated), Stale: atomic.LoadUint64(&c.st.stats.Stale),
-		Protocol: atomic.LoadUint64(&c.st.stats.Protocol), Resolves: atomic.LoadUint64(&c.st.stats.Resolves)}
+		Protocol: atomic.LoadUint64(&c.st.stats.Protocol), Resolves: atomic.LoadUint64(&c.st.stats.Resolves),
+		DeviceAtomics: atomic.LoadUint64(&c.st.stats.DeviceAtomics)}
 }
 
 // Idle thresholds of the loop (ns since the last work): spin running

@@ -234,6 +234,10 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 		{"cas-8", "delegated", 8, o.Iters, func(i int) (acp.Handle, error) {
 			return c.CAS8(me+136, r1+136, uint64(i), uint64(i+1), acp.HandleNull)
 		}},
+		{"fetch-add-8", "device", 8, o.Iters, func(int) (acp.Handle, error) { return c.Add8(me+128, r1+128, 1, acp.HandleNull) }},
+		{"cas-8", "device", 8, o.Iters, func(i int) (acp.Handle, error) {
+			return c.CAS8(me+144, r1+144, uint64(i), uint64(i+1), acp.HandleNull)
+		}},
 		{"copy-out-1M", "device", big, o.Iters/50 + 5, func(int) (acp.Handle, error) { return c.Copy(r1+big, me+big, big, acp.HandleNull) }},
 		{"copy-in-1M", "device", big, o.Iters/50 + 5, func(int) (acp.Handle, error) { return c.Copy(me+2*big, r1+big, big, acp.HandleNull) }},
 	}
@@ -242,6 +246,9 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 	}
 	times := make([]int64, o.Iters)
 	for _, p := range ops {
+		// Add8 and CAS8 into our own memory go by the device's FADD8 and
+		// CAS8 on the "device" path, by delegation otherwise.
+		c.SetDeviceAtomics(p.path == "device")
 		for pass := range 2 { // the first pass warms up
 			for i := range p.iters {
 				t := monotime.Now()

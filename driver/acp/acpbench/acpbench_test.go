@@ -23,7 +23,7 @@ func TestEveryOperationRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"copy-out-8", "copy-in-8", "third-party-copy-8", "fetch-add-8", "cas-8", "copy-out-1M", "copy-in-1M"}
+	want := []string{"copy-out-8", "copy-in-8", "third-party-copy-8", "fetch-add-8", "cas-8", "fetch-add-8", "cas-8", "copy-out-1M", "copy-in-1M"}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records, want %d: %+v", len(recs), len(want), recs)
 	}
@@ -34,7 +34,7 @@ func TestEveryOperationRecorded(t *testing.T) {
 	}
 	var b bytes.Buffer
 	Print(&b, recs, "shm")
-	for _, s := range []string{"third-party copy / two-party copy", "1 MiB copy-in bandwidth", "device atomics"} {
+	for _, s := range []string{"third-party copy / two-party copy", "1 MiB copy-in bandwidth", "fetch-add-8 device / delegated"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, b.String())
 		}

@@ -97,5 +97,9 @@ func Print(w io.Writer, recs []Record, link string) {
 	g, gok := find(recs, "copy-in-1M", "device", link)
 	og, ogok := find(recs, "copy-in-1M", "oshmem", "shm")
 	target("1 MiB copy-in bandwidth / oshmem shm get, at least 0.5", g.MBps/og.MBps, gok && ogok, 0.5, false)
-	fmt.Fprintln(w, "  device atomics / delegated, at most 0.5                    not measured: the ABI has no atomic opcodes yet")
+	for _, op := range []string{"fetch-add-8", "cas-8"} {
+		dv, dok := find(recs, op, "device", link)
+		dl, lok := find(recs, op, "delegated", link)
+		target(op+" device / delegated, at most 0.5", dv.US/dl.US, dok && lok, 0.5, true)
+	}
 }
