@@ -51,7 +51,7 @@ func rankMain(args []string) error {
 		return err
 	}
 	defer dev.Close()
-	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size})
+	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size, DeviceAtomics: os.Getenv("ACP_TEST_DEVICE_ATOMICS") != ""})
 	if err != nil {
 		return err
 	}
@@ -232,6 +232,12 @@ func TestConformanceOverUDP(t *testing.T) {
 	closeAll()
 	held = nil
 	runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers)
+}
+
+// TestDeviceAtomicsBetweenProcesses is the conformance program with Add8
+// and CAS8 done by the target's device, on the shared-memory link.
+func TestDeviceAtomicsBetweenProcesses(t *testing.T) {
+	runRanks(t, 3, "conformance", "ACP_TEST_DEVICE_ATOMICS=1")
 }
 
 // TestResetAndReinitBetweenProcesses: Reset renumbers the ranks and
