@@ -208,6 +208,30 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	return idx, nil
 }
 
+// Progress runs one pass of a device embedded in this process when the
+// driver runs it to completion, and reports whether the pass did work; it
+// does nothing for a device run elsewhere. A library whose progress loop
+// polls statuses without WaitTail (it must also watch its own callers)
+// calls it so its device moves on the loop's thread instead of a second
+// spinning one.
+func (d *Driver) Progress() bool {
+	if d.run == nil {
+		return false
+	}
+	return d.run.Poll()
+}
+
+// Drive tells an embedded device that this driver's thread runs it from
+// now on (true: its engine stands down) or no longer (false), as WaitTail
+// does around its spin. A progress loop that calls Progress holds it true
+// while busy and false before it sleeps; it does nothing for a device
+// run elsewhere.
+func (d *Driver) Drive(on bool) {
+	if d.run != nil {
+		d.run.Drive(on)
+	}
+}
+
 // Kick rings the doorbell unconditionally.
 func (d *Driver) Kick() error {
 	d.r.Add64(uapi.RegDoorbell, 1)
@@ -246,6 +270,22 @@ func (d *Driver) IPush(dst uint16, dstGPID uint32, local uint64, n uint32, flags
 func (d *Driver) Pull(dst uint16, local, remote uint64, n uint32, cookie uint64) (uint64, error) {
 	return d.Post(&uapi.Desc{Opcode: uapi.OpPULL, DstNode: dst, SrcProc: d.GPID(), Length: n,
 		LocalAddr: local, RemoteAddr: remote, Cookie: cookie})
+}
+
+// FetchAdd8 posts a remote fetch-and-add: dst's device adds addend to its
+// aligned word at remote and the old value lands at local; it completes
+// with PULL_DONE, whose Imm is the old value.
+func (d *Driver) FetchAdd8(dst uint16, local, remote, addend, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpFADD8, DstNode: dst, SrcProc: d.GPID(), Length: 8,
+		LocalAddr: local, RemoteAddr: remote, Operand: addend, Cookie: cookie})
+}
+
+// CAS8 posts a remote compare-and-swap: dst's device stores swap into its
+// aligned word at remote if it equals cmp; the old value lands at local
+// and is the PULL_DONE status's Imm.
+func (d *Driver) CAS8(dst uint16, local, remote, cmp, swap, cookie uint64) (uint64, error) {
+	return d.Post(&uapi.Desc{Opcode: uapi.OpCAS8, DstNode: dst, SrcProc: d.GPID(), Length: 8,
+		LocalAddr: local, RemoteAddr: remote, Operand: cmp, Imm: swap, Cookie: cookie})
 }
 
 // StatusTail loads the device's status tail: the cheapest way to learn that

@@ -7,18 +7,28 @@ type Opcode uint8
 
 // Opcodes. 0 is invalid so that a zeroed descriptor is refused, not run.
 const (
-	OpNOP      Opcode = 1 // completes at once (with a status when Signal is set)
-	OpFENCE    Opcode = 2 // completes when every earlier command has completed
-	OpPUSH     Opcode = 3 // RDMA write: local link memory -> remote link memory at RemoteAddr
-	OpPULL     Opcode = 4 // RDMA read: remote link memory at RemoteAddr -> local link memory
-	OpIPUSH    Opcode = 5 // indirect push: the receiver's device chooses where data lands (AMT ring)
-	OpREADDONE Opcode = 6 // AMT ring in device-head mode: advance ring RemoteAddr's head to Imm
-	OpPAGE     Opcode = 7 // LMMC remote paging request: page port Imm into DstNode's frame RemoteAddr
-	OpPAGEDONE Opcode = 8 // LMMC: paging for DstNode's request is done; place its data again
-	NumOpcodes        = 9
+	OpNOP      Opcode = 1  // completes at once (with a status when Signal is set)
+	OpFENCE    Opcode = 2  // completes when every earlier command has completed
+	OpPUSH     Opcode = 3  // RDMA write: local link memory -> remote link memory at RemoteAddr
+	OpPULL     Opcode = 4  // RDMA read: remote link memory at RemoteAddr -> local link memory
+	OpIPUSH    Opcode = 5  // indirect push: the receiver's device chooses where data lands (AMT ring)
+	OpREADDONE Opcode = 6  // AMT ring in device-head mode: advance ring RemoteAddr's head to Imm
+	OpPAGE     Opcode = 7  // LMMC remote paging request: page port Imm into DstNode's frame RemoteAddr
+	OpPAGEDONE Opcode = 8  // LMMC: paging for DstNode's request is done; place its data again
+	OpFADD8    Opcode = 9  // remote atomic: add Operand to DstNode's 8-byte word at RemoteAddr, old value to LocalAddr
+	OpCAS8     Opcode = 10 // remote atomic: if the word at RemoteAddr is Operand, store Imm; old value to LocalAddr
+	NumOpcodes        = 11
 )
 
-var opNames = [NumOpcodes]string{"INVALID", "NOP", "FENCE", "PUSH", "PULL", "IPUSH", "READ_DONE", "PAGE", "PAGE_DONE"}
+var opNames = [NumOpcodes]string{"INVALID", "NOP", "FENCE", "PUSH", "PULL", "IPUSH", "READ_DONE", "PAGE", "PAGE_DONE", "FADD8", "CAS8"}
+
+// Reads reports whether o brings data back from DstNode (PULL and the
+// remote atomics): it completes with PULL_DONE once that data landed.
+func (o Opcode) Reads() bool { return o == OpPULL || o == OpFADD8 || o == OpCAS8 }
+
+// Atomic reports whether o is a remote atomic, performed on an aligned
+// 8-byte word by the receive engine of DstNode's device.
+func (o Opcode) Atomic() bool { return o == OpFADD8 || o == OpCAS8 }
 
 func (o Opcode) String() string {
 	if int(o) < len(opNames) {
@@ -40,6 +50,8 @@ var OpcodeDocs = []struct {
 	{OpREADDONE, "for an AMT ring in device-head mode: the driver has read up to ring position Imm of ring RemoteAddr; the device advances the head (DIMMnet-2's Prefetch Window read done)"},
 	{OpPAGE, "LMMC remote paging request to DstNode: page port Imm into its link page frame RemoteAddr; it travels in order with the data, the receiver gets a PAGE_REQ status and its device then places nothing more from this node until its driver posts PAGE_DONE"},
 	{OpPAGEDONE, "LMMC: the driver has paged for DstNode's request; the device places that node's data again"},
+	{OpFADD8, "remote fetch-and-add: DstNode's receive engine adds OPERAND to the 8-byte word at RemoteAddr (8-byte aligned, inside its window) atomically and returns the old value, which lands at LocalAddr; LENGTH must be 8. Completes like a PULL: PULL_DONE (its IMM the old value) or ERROR (REMOTE_ADDR outside the window). Executed at most once: the request is a sequenced packet, so a resend is dropped as a duplicate; a command that fails UNREACHABLE or HOLD_LIMIT may have changed the word (its answer was lost), as on an RDMA NIC"},
+	{OpCAS8, "remote compare-and-swap: DstNode's receive engine stores IMM into the 8-byte word at RemoteAddr if it equals OPERAND, atomically, and returns the old value (equal to OPERAND: it swapped), which lands at LocalAddr; otherwise as FADD8"},
 }
 
 // Command flags (Desc.Flags).
@@ -107,11 +119,11 @@ var DescFields = []Field{
 	{4, 4, "DST_PROC", "IPUSH: the receiving process's GPID. Carried in the packet header only: no device acts on it today (the ring is chosen by SRC_PROC, or by REMOTE_ADDR with DIRECT_AMT, which the header then carries in its place) and no status reports it"},
 	{8, 4, "SRC_PROC", "the sender's GPID (node*PROCS_PER_NODE + process): indexes the receiver's AMT Address Table and is reported in the receiver's statuses"},
 	{12, 4, "LENGTH", lengthDoc},
-	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned)"},
-	{24, 8, "REMOTE_ADDR", "PUSH, PULL: remote link address (8-byte aligned); IPUSH with DIRECT_AMT, READ_DONE: AMT index; PAGE: the remote link page frame; ignored by a plain IPUSH"},
+	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned); FADD8, CAS8: where the old value lands"},
+	{24, 8, "REMOTE_ADDR", "PUSH, PULL, FADD8, CAS8: remote link address (8-byte aligned); IPUSH with DIRECT_AMT, READ_DONE: AMT index; PAGE: the remote link page frame; ignored by a plain IPUSH"},
 	{32, 8, "COOKIE", "any value: returned in this command's DONE, PULL_DONE or ERROR status"},
-	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position"},
-	{48, 8, "OPERAND", "TAGGED PUSH: the LMMC port (low 16 bits); otherwise reserved (atomics)"},
+	{40, 8, "IMM", "immediate delivered to the receiver's status; READ_DONE: new head position; CAS8: the value stored when the word equals OPERAND"},
+	{48, 8, "OPERAND", "TAGGED PUSH: the LMMC port (low 16 bits); FADD8: the addend; CAS8: the value compared; otherwise reserved"},
 	{56, 8, "SEQ", "publishes the slot: its free-running index + 1, stored last and atomically (the device polls it)"},
 }
 

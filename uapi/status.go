@@ -95,7 +95,7 @@ var StatusFields = []Field{
 	{32, 8, "ADDR", "link address (from LINKMEM_OFF, absolute: for IPUSH, BASE + position mod SIZE, not an offset in the ring) of the data; PULL_DONE: the command's LOCAL_ADDR; PAGE_REQ: the frame; DONE, ERROR: 0"},
 	{40, 8, "END", "IPUSH_PKT, IPUSH_MSG: ring position after the data; DONE, ERROR, PULL_DONE: the command's free-running index (all 64 bits)"},
 	{48, 8, "COOKIE", "the command's cookie (DONE, ERROR, PULL_DONE)"},
-	{56, 8, "IMM", "sender's immediate (PUSH, IPUSH)"},
+	{56, 8, "IMM", "sender's immediate (PUSH, IPUSH); PULL_DONE of FADD8 or CAS8: the word's old value"},
 }
 
 // Words encodes the status entry.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -384,6 +386,8 @@ func (d *Device) place(p *peer, h *wire.Header, payload []byte) (outcome, uapi.E
 			return d.rxPullReq(p, h)
 		case wire.TypePullResp:
 			return d.rxPullResp(p, h, payload)
+		case wire.TypeFAdd8, wire.TypeCAS8:
+			return d.rxAtomic(p, h, payload)
 		default: // TypePage
 			return d.rxPage(p, h)
 		}
@@ -688,6 +692,39 @@ func (d *Device) rxPullReq(p *peer, h *wire.Header) (outcome, uapi.Errno) {
 	d.count(uapi.CtrRxPull, 1)
 	d.respJobs++
 	p.resp = append(p.resp, &respJob{msgID: h.MsgID, src: h.Addr, dst: h.Imm, n: h.MsgLen, srcProc: h.DstProc})
+	return delivered, 0
+}
+
+// rxAtomic performs a remote atomic on this device's aligned word in the
+// window and answers with the old value like a PULL of 8 bytes. A packet
+// reaches it once (duplicates are dropped before place), so the word
+// changes once per command. sync/atomic makes it atomic against the
+// driver's own atomics on the same word and against other devices'.
+func (d *Device) rxAtomic(p *peer, h *wire.Header, payload []byte) (outcome, uapi.Errno) {
+	if len(payload) != 16 || h.MsgLen != 8 {
+		d.count(uapi.CtrRxMalformed, 1)
+		return refused, uapi.EBadLength
+	}
+	if h.Addr%8 != 0 || !d.inWindow(h.Addr, 8) {
+		d.count(uapi.CtrRxBadAddr, 1)
+		return refused, uapi.ERemoteAddr
+	}
+	w := (*uint64)(unsafe.Pointer(&d.lm[h.Addr]))
+	x, y := binary.LittleEndian.Uint64(payload), binary.LittleEndian.Uint64(payload[8:])
+	var old uint64
+	if h.Type == wire.TypeFAdd8 {
+		old = atomic.AddUint64(w, x) - x
+	} else {
+		for {
+			old = atomic.LoadUint64(w)
+			if old != x || atomic.CompareAndSwapUint64(w, old, y) {
+				break
+			}
+		}
+	}
+	d.count(uapi.CtrRxPull, 1)
+	d.respJobs++
+	p.resp = append(p.resp, &respJob{msgID: h.MsgID, dst: h.Imm, n: 8, srcProc: h.DstProc, val: binary.LittleEndian.AppendUint64(nil, old)})
 	return delivered, 0
 }
 

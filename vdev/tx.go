@@ -1,6 +1,7 @@
 package vdev
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 
@@ -42,6 +43,7 @@ type respJob struct {
 	srcProc   uint32
 	lastSeq   uint32
 	unordered bool
+	val       []byte // a remote atomic's old value, sent instead of link memory
 }
 
 func seqLE(a, b uint32) bool { return int32(a-b) <= 0 }
@@ -210,16 +212,20 @@ func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
 	switch {
 	case e != uapi.EOK:
 		d.fail(&j.desc, j.idx, e)
-	case j.desc.Opcode == uapi.OpPULL: // its data landed
+	case j.desc.Opcode.Reads(): // its data landed
 		if d.chk != nil {
 			d.chk.desc(&j.desc, j.idx)
 		}
-		d.complete(&uapi.Status{Type: uapi.StPULLDone, Opcode: uapi.OpPULL, SrcNode: p.node, SrcProc: j.desc.SrcProc,
-			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie})
+		var old uint64
+		if j.desc.Opcode.Atomic() {
+			old = binary.LittleEndian.Uint64(d.lm[j.desc.LocalAddr:])
+		}
+		d.complete(&uapi.Status{Type: uapi.StPULLDone, Opcode: j.desc.Opcode, SrcNode: p.node, SrcProc: j.desc.SrcProc,
+			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie, Imm: old})
 	default:
 		d.done(&j.desc, j.idx)
 	}
-	if j.desc.Opcode == uapi.OpPULL && len(p.pulls) == 0 {
+	if j.desc.Opcode.Reads() && len(p.pulls) == 0 {
 		d.unwatchPulls(p)
 	}
 	if unqueue {
@@ -273,6 +279,19 @@ func (d *Device) validate(c *uapi.Desc) uapi.Errno {
 		if c.Flags&uapi.FlagDirectAMT != 0 && c.RemoteAddr > 0xffff {
 			return uapi.EBadAMT // would alias another entry on the wire
 		}
+	case uapi.OpFADD8, uapi.OpCAS8:
+		if c.Length != 8 {
+			return uapi.EBadLength
+		}
+		if c.LocalAddr%8 != 0 || c.RemoteAddr%8 != 0 {
+			return uapi.EBadAlign
+		}
+		if !d.inLinkMem(c.LocalAddr, 8) {
+			return uapi.EBadAddr
+		}
+		if c.DstNode == d.node {
+			return uapi.EBadNode
+		}
 	}
 	return uapi.EOK
 }
@@ -298,13 +317,13 @@ func (d *Device) execute(c uapi.Desc, idx uint64) {
 			p.pagingHold = false // its held frame is retried on the next pass
 		}
 		d.done(&c, idx)
-	default: // PUSH, IPUSH, PULL, PAGE: to a destination's queue
+	default: // PUSH, IPUSH, PULL, PAGE, FADD8, CAS8: to a destination's queue
 		d.msgID++
 		j := d.newJob()
 		p := d.peerOf(c.DstNode)
 		*j = job{desc: c, idx: idx, msgID: d.msgID, peer: p}
 		d.inflight++
-		if c.Opcode == uapi.OpPULL {
+		if c.Opcode.Reads() {
 			p.pulls[j.msgID] = j
 		}
 		if p.pkz == len(p.q) {
@@ -384,7 +403,7 @@ func (d *Device) advance(p *peer) bool {
 			j.started, j.unordered = true, d.mayReorder(p, j)
 		}
 		total := j.desc.Length
-		if j.desc.Opcode == uapi.OpPULL || j.desc.Opcode == uapi.OpPAGE {
+		if j.desc.Opcode.Reads() || j.desc.Opcode == uapi.OpPAGE {
 			total = 1 // one request packet
 		}
 		n := min(total-j.off, d.maxPayload)
@@ -396,6 +415,10 @@ func (d *Device) advance(p *peer) bool {
 			e.typ, e.n = wire.TypePullReq, 0
 		case uapi.OpPAGE:
 			e.typ, e.n = wire.TypePage, 0
+		case uapi.OpFADD8:
+			e.typ, e.n = wire.TypeFAdd8, 0
+		case uapi.OpCAS8:
+			e.typ, e.n = wire.TypeCAS8, 0
 		}
 		if j.unordered && j.off != 0 && !e.last {
 			e.flags = wire.FlagUnordered
@@ -456,7 +479,7 @@ func (d *Device) refused(p *peer, seq uint32, e uapi.Errno) {
 		return
 	}
 	j.err = e
-	if j.desc.Opcode == uapi.OpPULL { // no data will come: complete now
+	if j.desc.Opcode.Reads() { // no data will come: complete now
 		delete(p.pulls, j.msgID)
 		d.finish(j, e, true)
 		return
@@ -480,7 +503,7 @@ func (d *Device) retire(p *peer, before uint32) {
 	p.sent = p.sent[:copy(p.sent, p.sent[k:])]
 	w, done := 0, 0
 	for i, j := range p.q {
-		if i < p.pkz && j.desc.Opcode != uapi.OpPULL && seqLE(j.lastSeq, acked) {
+		if i < p.pkz && !j.desc.Opcode.Reads() && seqLE(j.lastSeq, acked) {
 			d.finish(j, j.err, false)
 			done++
 			continue
@@ -532,6 +555,9 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 			}
 		case wire.TypePullReq:
 			h.Addr, h.Imm = c.RemoteAddr, c.LocalAddr
+		case wire.TypeFAdd8, wire.TypeCAS8:
+			h.Addr, h.Imm = c.RemoteAddr, c.LocalAddr
+			payload = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(make([]byte, 0, 16), c.Operand), c.Imm)
 		}
 		if e.n > 0 {
 			payload = d.lm[c.LocalAddr+uint64(e.off) : c.LocalAddr+uint64(e.off)+uint64(e.n)]
@@ -539,7 +565,11 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	} else {
 		r := e.r
 		h.SrcProc, h.MsgID, h.MsgLen, h.Addr = r.srcProc, r.msgID, r.n, r.dst+uint64(e.off)
-		payload = d.lm[r.src+uint64(e.off) : r.src+uint64(e.off)+uint64(e.n)]
+		if r.val != nil {
+			payload = r.val
+		} else {
+			payload = d.lm[r.src+uint64(e.off) : r.src+uint64(e.off)+uint64(e.n)]
+		}
 	}
 	if e.off == 0 {
 		h.Flags |= wire.FlagFirst

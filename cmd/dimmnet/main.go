@@ -39,6 +39,10 @@ commands:
              behind a switch fabric, beside the model (dimmnet barrier
              --nodes 64 --topology mesh4x4 --routing updown --order shio)
   mpbench    FMPL message passing beside raw PUSH and Open MPI (dimmnet mpbench -np N; or under mpirun)
+  acp-bench  ACP global memory copies and atomics between rank processes
+             beside OpenSHMEM and MPI one-sided (osc pt2pt)
+  acp-tables the ACP paper's memory and format tables and the IPUSH
+             paper's receive-area table, regenerated beside the papers'
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -76,6 +80,10 @@ func main() {
 		err = barrierCmd(os.Args[2:])
 	case "mpbench":
 		err = mpbenchCmd(os.Args[2:])
+	case "acp-bench":
+		err = acpBenchCmd(os.Args[2:])
+	case "acp-tables":
+		err = acpTablesCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

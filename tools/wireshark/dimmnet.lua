@@ -34,6 +34,8 @@ local types = {
     [6] = "NACK",
     [7] = "PAGE",
     [8] = "HELLO",
+    [9] = "FADD8",
+    [10] = "CAS8",
 }
 local TYPE = {
     PUSH = 1,
@@ -44,6 +46,8 @@ local TYPE = {
     NACK = 6,
     PAGE = 7,
     HELLO = 8,
+    FADD8 = 9,
+    CAS8 = 10,
 }
 
 -- Flag bits (wire.FlagDocs), lowest first, and masks by name.

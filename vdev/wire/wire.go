@@ -100,6 +100,10 @@ const (
 	// TypeHello is the keyed link's handshake; it never reaches a device,
 	// the link's authenticator consumes it.
 	TypeHello Type = 8
+	// TypeFAdd8 and TypeCAS8 are remote atomics: sequenced, so a resend
+	// is dropped as a duplicate and the word is changed once.
+	TypeFAdd8 Type = 9
+	TypeCAS8  Type = 10
 )
 
 // Steps of a HELLO handshake (its Code), see docs/wire.md "Authenticated
@@ -141,6 +145,8 @@ var TypeDocs = []TypeDoc{
 	{TypeNack, "NACK", "report that packet Seq of the receiver's session Tag was not placed; Code says why (see NACK codes)"},
 	{TypePage, "PAGE", "LMMC remote paging request: page LMMC port Imm into the receiver's link page frame Addr"},
 	{TypeHello, "HELLO", "keyed links: a handshake step (Code: 0 offer, 1 answer, 2 confirm); the payload is the sender's 32-byte nonce, then the receiver's nonce it answers (zero in an offer); consumed by the link's authenticator, never by a device"},
+	{TypeFAdd8, "FADD8", "add the payload's first 8 bytes (little-endian) to the receiver's aligned 8-byte word at Addr atomically; return the old value in a PULLRESP to the requester's address Imm (MsgLen 8)"},
+	{TypeCAS8, "CAS8", "if the receiver's aligned 8-byte word at Addr equals the payload's first 8 bytes, store its second 8, atomically; return the old value in a PULLRESP to the requester's address Imm (MsgLen 8)"},
 }
 
 // typeNames is TypeDocs indexed by type, so Valid and String cost one load.

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+
+	"github.com/dimmnet/dimmnet/driver/acp/acpbench"
+	"github.com/dimmnet/dimmnet/driver/fmpl"
+)
+
+// acpBenchCmd measures ACP's copies and atomics between rank processes
+// beside Open MPI's OpenSHMEM and MPI one-sided in the same run; under
+// mpirun it is one rank of the job and rank 0 prints.
+func acpBenchCmd(args []string) error {
+	fs := flag.NewFlagSet("acp-bench", flag.ContinueOnError)
+	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm or udp")
+	asJSON := fs.Bool("json", false, "print JSON records (operation, path, medium, us median)")
+	iters := fs.Int("iters", 20000, "operations per 8-byte measurement")
+	noPeers := fs.Bool("no-peers", false, "do not run Open MPI beside ACP")
+	procs := fs.Int("procs", 1, "GOMAXPROCS of each rank process")
+	peers := fs.String("peers", "", "UDP peers file (under a launcher with --link udp)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	recs, err := acpbench.Run(acpbench.Options{Link: *linkKind, Iters: *iters, NoPeers: *noPeers, Procs: *procs, Peers: *peers}, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
+		return nil // one rank of a launcher's job: rank 0 prints
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range recs {
+			enc.Encode(r)
+		}
+		return nil
+	}
+	acpbench.Print(os.Stdout, recs, *linkKind)
+	return nil
+}

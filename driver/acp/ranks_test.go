@@ -1,0 +1,248 @@
+package acp_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver/acp"
+	"github.com/dimmnet/dimmnet/driver/fmpl"
+	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/internal/subproc"
+)
+
+// The tests here run ranks as real processes of this test binary, each
+// embedding its device on one shared-memory link, with the rank in Open
+// MPI's environment variables as mpirun sets them.
+
+const roleRank = "acp-test-rank"
+
+func init() { subproc.Register(roleRank, rankMain) }
+
+func TestMain(m *testing.M) {
+	subproc.Main()
+	os.Exit(m.Run())
+}
+
+var scenarios = map[string]func(c *acp.ACP) error{
+	"conformance": conformance,
+	"reset":       resetAndReinit,
+}
+
+func rankMain(args []string) error {
+	if len(args) != 1 || scenarios[args[0]] == nil {
+		return fmt.Errorf("want a scenario name, have %q", args)
+	}
+	l, ok, err := fmpl.FromEnv()
+	if err != nil || !ok {
+		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
+	}
+	dev, err := rankdev.Open(rankdev.Options{Link: os.Getenv("ACP_TEST_LINK"), Dir: os.Getenv("ACP_TEST_DIR"),
+		Peers: os.Getenv("ACP_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 8 << 20})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size, DeviceAtomics: os.Getenv("ACP_TEST_DEVICE_ATOMICS") != ""})
+	if err != nil {
+		return err
+	}
+	if err := scenarios[args[0]](c); err != nil {
+		return fmt.Errorf("rank %d: %w", l.Rank, err)
+	}
+	if err := c.Finalize(); err != nil {
+		return fmt.Errorf("rank %d: %w", l.Rank, err)
+	}
+	if args[0] == "reset" {
+		// Init again on the same device after Finalize: everything the
+		// first Init made was released.
+		c, err = acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size})
+		if err != nil {
+			return fmt.Errorf("rank %d: init after finalize: %w", l.Rank, err)
+		}
+		if err := ringCopy(c); err != nil {
+			return fmt.Errorf("rank %d after re-init: %w", l.Rank, err)
+		}
+		if err := c.Finalize(); err != nil {
+			return err
+		}
+	}
+	if s := c.Stats(); s.Protocol != 0 {
+		return fmt.Errorf("rank %d: %d protocol violations", l.Rank, s.Protocol)
+	}
+	fmt.Println("rank", l.Rank, "ok")
+	return nil
+}
+
+// ringCopy copies 8 bytes naming this rank into the next rank's starter
+// memory and checks what the previous rank wrote into ours.
+func ringCopy(c *acp.ACP) error {
+	me, n := c.Rank(), c.Procs()
+	st := c.StarterGA(me)
+	sm, err := c.QueryAddress(st)
+	if err != nil {
+		return err
+	}
+	sm[0] = byte(me + 1)
+	if err := c.Sync(); err != nil {
+		return err
+	}
+	h, err := c.Copy(c.StarterGA((me+1)%n)+8, st, 8, acp.HandleNull)
+	if err != nil {
+		return err
+	}
+	if err := c.Complete(h); err != nil {
+		return err
+	}
+	if err := c.Sync(); err != nil {
+		return err
+	}
+	if want := byte((me+n-1)%n + 1); sm[8] != want {
+		return fmt.Errorf("rank %d: the previous rank wrote %d, want %d", me, sm[8], want)
+	}
+	return nil
+}
+
+// resetAndReinit reverses the ranks with Reset: registrations go, the
+// starter memory is zeroed, and addresses name the new ranks.
+func resetAndReinit(c *acp.ACP) error {
+	old, n := c.Rank(), c.Procs()
+	buf, err := c.Malloc(64)
+	if err != nil {
+		return err
+	}
+	k, err := c.RegisterMemory(buf, 0)
+	if err != nil {
+		return err
+	}
+	sm, err := c.QueryAddress(c.StarterGA(old))
+	if err != nil {
+		return err
+	}
+	sm[100] = 1
+	if err := c.Reset(n - 1 - old); err != nil {
+		return err
+	}
+	if c.Rank() != n-1-old {
+		return fmt.Errorf("rank %d after Reset(%d)", c.Rank(), n-1-old)
+	}
+	if err := c.UnregisterMemory(k); err == nil {
+		return fmt.Errorf("a registration survived Reset")
+	}
+	if sm[100] != 0 {
+		return fmt.Errorf("starter memory not zeroed by Reset")
+	}
+	return ringCopy(c)
+}
+
+// hangGuard bounds a test's processes so a hang fails with the ranks'
+// output; a correct run takes a fraction of it.
+const hangGuard = 90 * time.Second
+
+func runRanks(t *testing.T, n int, name string, env ...string) {
+	t.Helper()
+	dir := t.TempDir() + "/shm"
+	cmds := make([]*exec.Cmd, n)
+	bufs := make([]*bytes.Buffer, n)
+	for r := range n {
+		c, err := subproc.Command(roleRank, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Env = append(c.Env, "ACP_TEST_DIR="+dir, "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r),
+			"OMPI_COMM_WORLD_SIZE="+strconv.Itoa(n), "OMPI_COMM_WORLD_LOCAL_RANK="+strconv.Itoa(r))
+		c.Env = append(c.Env, env...)
+		bufs[r] = &bytes.Buffer{}
+		c.Stdout, c.Stderr = bufs[r], bufs[r]
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = c
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range cmds {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = c.Wait() }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		for _, c := range cmds {
+			c.Process.Signal(syscall.SIGQUIT) // only the processes this test started: their stacks, then exit
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			for _, c := range cmds {
+				c.Process.Kill()
+			}
+			<-done
+		}
+		for r := range cmds {
+			t.Logf("rank %d:\n%s", r, bufs[r])
+		}
+		t.Fatalf("%s: ranks still running after %v", name, hangGuard)
+	}
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d of %s: %v\n%s", r, name, err, bufs[r])
+		}
+	}
+}
+
+// TestConformanceBetweenProcesses is the paper's section 7 on the
+// shared-memory link: the same program as in-process, same results.
+func TestConformanceBetweenProcesses(t *testing.T) { runRanks(t, 3, "conformance") }
+
+// TestConformanceOverUDP is the same program with the ranks' devices on
+// UDP sockets (loopback), as ranks on different hosts would be: the
+// paper's section 7 runs one program on two transports.
+func TestConformanceOverUDP(t *testing.T) {
+	var b strings.Builder
+	var held []net.PacketConn
+	closeAll := func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}
+	defer closeAll()
+	for r := range 3 { // ports the kernel found free, released for the ranks
+		l, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		fmt.Fprintf(&b, "node %d %s\n", r+1, l.LocalAddr())
+	}
+	peers := t.TempDir() + "/peers"
+	if err := os.WriteFile(peers, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	held = nil
+	runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers)
+}
+
+// TestDeviceAtomicsBetweenProcesses is the conformance program with Add8
+// and CAS8 done by the target's device, on the shared-memory link.
+func TestDeviceAtomicsBetweenProcesses(t *testing.T) {
+	runRanks(t, 3, "conformance", "ACP_TEST_DEVICE_ATOMICS=1")
+}
+
+// TestResetAndReinitBetweenProcesses: Reset renumbers the ranks and
+// Finalize releases what Init made, so Init runs again in one process.
+func TestResetAndReinitBetweenProcesses(t *testing.T) { runRanks(t, 3, "reset") }
+
+// TestResetAndReinitInProcess runs the Reset scenario without processes.
+func TestResetAndReinitInProcess(t *testing.T) { inProcess(t, 3, resetAndReinit) }
