@@ -20,7 +20,11 @@ func acpBenchCmd(args []string) error {
 	noPeers := fs.Bool("no-peers", false, "do not run Open MPI beside ACP")
 	procs := fs.Int("procs", 1, "GOMAXPROCS of each rank process")
 	peers := fs.String("peers", "", "UDP peers file (under a launcher with --link udp)")
+	keyFile, check := rankFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setRankEnv(*keyFile, *check); err != nil {
 		return err
 	}
 	recs, err := acpbench.Run(acpbench.Options{Link: *linkKind, Iters: *iters, NoPeers: *noPeers, Procs: *procs, Peers: *peers}, os.Stderr)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
@@ -22,21 +21,12 @@ func mpbenchCmd(args []string) error {
 	scale := fs.Int("scale", 1, "divide iteration counts by this (quick runs)")
 	noOMPI := fs.Bool("no-ompi", false, "do not run Open MPI beside FMPL")
 	stages := fs.Int("stages", 8, "ranks of the stage-count job (0: none)")
-	keyFile := fs.String("key", "", "authenticate every frame between the ranks' devices with this pre-shared key file (passed to the ranks as DIMMNET_KEY; under mpirun, export DIMMNET_KEY instead)")
-	check := fs.Bool("check", false, "checked devices: a rank whose FMPL breaks the datasheet fails (DIMMNET_CHECK=1 for the ranks)")
+	keyFile, check := rankFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// The ranks are other processes: they read these from the environment.
-	if *keyFile != "" {
-		p, err := filepath.Abs(*keyFile)
-		if err != nil {
-			return err
-		}
-		os.Setenv("DIMMNET_KEY", p)
-	}
-	if *check {
-		os.Setenv("DIMMNET_CHECK", "1")
+	if err := setRankEnv(*keyFile, *check); err != nil {
+		return err
 	}
 	recs, err := mpbench.Run(mpbench.Options{NP: *np, Link: *linkKind, MaxSize: *maxSize, Scale: *scale, NoOMPI: *noOMPI, Stages: *stages}, os.Stderr)
 	if err != nil {
