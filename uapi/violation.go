@@ -69,6 +69,7 @@ var ViolationDocs = []ViolationDoc{
 	{VioAMTChanged, "AMT_CHANGED", "an AMT entry's BASE or SIZE|FLAGS was rewritten, or its TAIL set back, while it was valid and its ring held data (TAIL != HEAD) (INDEX: the AMT entry; WHERE: the word; EXPECTED: the old value; GOT: the new)", "IPUSH rings"},
 }
 
+// String names the kind as the datasheet and `dimmnet stat` do.
 func (k ViolationKind) String() string {
 	if k >= 1 && k < NumViolationKinds {
 		return ViolationDocs[k-1].Name
@@ -121,6 +122,7 @@ func (r Region) WriteViolation(v Violation) {
 	r.Store64(e+ViolSeq, v.Seq)
 }
 
+// String is the entry as one line, for logs and traces.
 func (v Violation) String() string {
 	return fmt.Sprintf("#%d %v index %d at %#x: expected %#x, got %#x", v.Seq, v.Kind, v.Index, v.Where, v.Expected, v.Got)
 }

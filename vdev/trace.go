@@ -35,6 +35,7 @@ const (
 var eventNames = [...]string{EvCmd: "CMD", EvStatus: "STATUS", EvDoorbell: "DOORBELL", EvInterrupt: "IRQ",
 	EvTx: "TX", EvRx: "RX", EvViolation: "VIOLATION"}
 
+// String names the kind as the trace's lines do.
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
 		return eventNames[k]
