@@ -274,6 +274,11 @@ func (e *Engine) loop() {
 			if d.stalled() {
 				timeout = stallSleepNs
 			}
+			if d.chk != nil && d.chk.suspect {
+				// A missing doorbell is judged once its grace has passed:
+				// wake for it, or a driver that exits first goes unnamed.
+				timeout = min(timeout, doorbellGrace+watchNs)
+			}
 			d.running.Store(false)
 		}
 		if !work {
