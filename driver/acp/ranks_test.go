@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -167,28 +166,19 @@ func runRanks(t *testing.T, n int, name string, env ...string) {
 		}
 		cmds[r] = c
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range cmds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = c.Wait() }()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(hangGuard):
+	hung := false
+	errs := subproc.WaitAll(cmds, hangGuard, func() {
+		hung = true
 		for _, c := range cmds {
 			c.Process.Signal(syscall.SIGQUIT) // only the processes this test started: their stacks, then exit
 		}
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
+		time.AfterFunc(5*time.Second, func() {
 			for _, c := range cmds {
-				c.Process.Kill()
+				c.Process.Kill() // those that ignored it
 			}
-			<-done
-		}
+		})
+	})
+	if hung {
 		for r := range cmds {
 			t.Logf("rank %d:\n%s", r, bufs[r])
 		}

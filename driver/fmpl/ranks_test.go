@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,21 +123,14 @@ func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []er
 		}
 		cmds[r] = c
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range cmds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = c.Wait() }()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(hangGuard):
+	hung := false
+	errs := subproc.WaitAll(cmds, hangGuard, func() {
+		hung = true
 		for _, c := range cmds {
 			c.Process.Kill() // only the processes this test started
 		}
-		<-done
+	})
+	if hung {
 		t.Fatalf("%s: ranks still running after %v", name, hangGuard)
 	}
 	outs := make([]string, n)

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
 // Situation is one set-up a driver runs in.
@@ -143,21 +143,6 @@ func start(cfg Config, dir string, n int, args ...string) (*daemon, error) {
 	return d, nil
 }
 
-// udpPeers writes a peers file giving nodes 0 and 1 free loopback ports.
-func udpPeers(dir string) (string, error) {
-	var lines []string
-	for n := range 2 {
-		l, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		lines = append(lines, fmt.Sprintf("node %d %s", n, l.LocalAddr()))
-		l.Close()
-	}
-	p := filepath.Join(dir, "peers")
-	return p, os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
-}
-
 func runOne(cfg Config, s Situation) (Result, error) {
 	dir, err := os.MkdirTemp("", "dimmnet-conform-")
 	if err != nil {
@@ -172,8 +157,8 @@ func runOne(cfg Config, s Situation) (Result, error) {
 	}()
 	serve := s.Serve
 	if s.Name == "peer-unreachable" {
-		peers, err := udpPeers(dir)
-		if err != nil {
+		peers := filepath.Join(dir, "peers")
+		if err := link.WriteLoopbackPeers(peers, 0, 1); err != nil {
 			return Result{}, err
 		}
 		common := []string{"--nodes", "1", "--link", "udp", "--peers", peers}

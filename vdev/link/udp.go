@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -337,4 +338,20 @@ func ParsePeers(r io.Reader) (map[string]string, error) {
 		return nil, fmt.Errorf("link: peers: %w", err)
 	}
 	return peers, nil
+}
+
+// WriteLoopbackPeers writes a peers file (ParsePeers' format) giving each
+// of nodes a loopback UDP port free when it was chosen, for a job whose
+// devices all run on this host (benchmarks, conformance runs, tests).
+func WriteLoopbackPeers(path string, nodes ...uint16) error {
+	var b strings.Builder
+	for _, n := range nodes {
+		l, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("peers %s: %w", path, err)
+		}
+		fmt.Fprintf(&b, "node %d %s\n", n, l.LocalAddr())
+		l.Close()
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
 }

@@ -6,7 +6,6 @@
 package acpbench
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,14 +16,13 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/dimmnet/dimmnet/driver/acp"
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
 // Record is one measured operation.
@@ -123,12 +121,8 @@ func launch(o Options) ([]Record, error) {
 	defer os.RemoveAll(dir)
 	peers := ""
 	if o.Link == "udp" {
-		var b strings.Builder
-		for r := range ranks {
-			fmt.Fprintf(&b, "node %d 127.0.0.1:%d\n", r+1, 42000+os.Getpid()%10000+r)
-		}
 		peers = dir + "/peers"
-		if err := os.WriteFile(peers, []byte(b.String()), 0o600); err != nil {
+		if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(ranks)...); err != nil {
 			return nil, err
 		}
 	}
@@ -149,19 +143,12 @@ func launch(o Options) ([]Record, error) {
 		}
 		cmds[r] = c
 	}
-	errs := make([]error, ranks)
-	var wg sync.WaitGroup
-	for r, c := range cmds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = c.Wait() }()
-	}
-	wg.Wait()
-	for r, e := range errs {
+	for r, e := range subproc.WaitAll(cmds, 0, nil) {
 		if e != nil {
 			return nil, fmt.Errorf("rank %d: %v: %w", r, e, ErrRankFailed)
 		}
 	}
-	return parseRecords(out0.Bytes())
+	return subproc.Records[Record](out0.Bytes())
 }
 
 func childRank(args []string) error {
@@ -268,22 +255,4 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 		recs = append(recs, Record{Operation: p.name, Path: p.path, Medium: o.Link, US: us, Bytes: p.bytes, MBps: float64(p.bytes) / us})
 	}
 	return recs, nil
-}
-
-// parseRecords reads the JSON records among a program's output lines.
-func parseRecords(out []byte) ([]Record, error) {
-	var recs []Record
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(l, "{") {
-			continue
-		}
-		var r Record
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			return recs, fmt.Errorf("record %q: %w", l, err)
-		}
-		recs = append(recs, r)
-	}
-	return recs, sc.Err()
 }

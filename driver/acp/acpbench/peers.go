@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
 //go:embed oshmem.c.in
@@ -62,7 +64,7 @@ func RunPeers(iters int) ([]Record, error) {
 			c := exec.Command("oshrun", append(args, osh, m.medium, strconv.Itoa(iters))...)
 			c.Env = env
 			out, _ := c.Output() // the exit status: see above
-			r, err := parseRecords(out)
+			r, err := subproc.Records[Record](out)
 			if err == nil && len(r) < 5 {
 				err = fmt.Errorf("oshmem on %s printed %d of 5 records", m.medium, len(r))
 			}
@@ -82,7 +84,7 @@ func RunPeers(iters int) ([]Record, error) {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("mpirun osc pt2pt %s: %v: %s", m.btl, err, stderr.String()))
 			}
-			r, err := parseRecords(out)
+			r, err := subproc.Records[Record](out)
 			recs = append(recs, r...)
 			errs = append(errs, err)
 		}

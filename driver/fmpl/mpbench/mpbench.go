@@ -17,14 +17,13 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
 // Record is one measurement, as --json prints it.
@@ -119,7 +118,8 @@ func launch(o Options, np int, what string) ([]Record, error) {
 	defer os.RemoveAll(dir)
 	peers := ""
 	if o.Link == "udp" {
-		if peers, err = udpPeers(dir, np); err != nil {
+		peers = dir + "/peers"
+		if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(np)...); err != nil {
 			return nil, err
 		}
 	}
@@ -139,29 +139,12 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		}
 		cmds[r] = c
 	}
-	errs := make([]error, np)
-	var wg sync.WaitGroup
-	for r, c := range cmds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = c.Wait() }()
-	}
-	wg.Wait()
-	for r, e := range errs {
+	for r, e := range subproc.WaitAll(cmds, 0, nil) {
 		if e != nil {
 			return nil, fmt.Errorf("%s rank %d: %v: %w", what, r, e, ErrRankFailed)
 		}
 	}
-	return parseRecords(out0.Bytes())
-}
-
-// udpPeers writes a peers file of np loopback UDP ports.
-func udpPeers(dir string, np int) (string, error) {
-	var b strings.Builder
-	for r := 0; r < np; r++ {
-		fmt.Fprintf(&b, "node %d 127.0.0.1:%d\n", r+1, 40000+os.Getpid()%10000+r)
-	}
-	p := dir + "/peers"
-	return p, os.WriteFile(p, []byte(b.String()), 0o600)
+	return subproc.Records[Record](out0.Bytes())
 }
 
 func childRank(args []string) error {

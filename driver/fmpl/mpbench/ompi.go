@@ -1,19 +1,18 @@
 package mpbench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
 //go:embed ompi.c.in
@@ -68,24 +67,6 @@ func MPIRun(prog string, np int, btl string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// parseRecords reads the JSON records among a program's output lines.
-func parseRecords(out []byte) ([]Record, error) {
-	var recs []Record
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(l, "{") {
-			continue
-		}
-		var r Record
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			return recs, fmt.Errorf("record %q: %w", l, err)
-		}
-		recs = append(recs, r)
-	}
-	return recs, sc.Err()
-}
-
 // RunOMPI measures Open MPI on shared memory (vader) and TCP, np ranks.
 func RunOMPI(np, maxSize, scale int) ([]Record, error) {
 	dir, err := os.MkdirTemp("", "mpbench-ompi-")
@@ -103,7 +84,7 @@ func RunOMPI(np, maxSize, scale int) ([]Record, error) {
 		if err != nil {
 			return all, err
 		}
-		recs, err := parseRecords(out)
+		recs, err := subproc.Records[Record](out)
 		if err != nil {
 			return all, err
 		}

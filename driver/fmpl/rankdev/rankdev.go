@@ -224,3 +224,13 @@ func keyed(p link.Port, err error) func(key *auth.Key) (link.Port, error) {
 		return a, nil
 	}
 }
+
+// Nodes are the node ids of a job's n ranks, rank r on node r+1 (node 0
+// is left to a daemon's devices): what a peers file for the job lists.
+func Nodes(n int) []uint16 {
+	ns := make([]uint16, n)
+	for r := range ns {
+		ns[r] = uint16(r + 1)
+	}
+	return ns
+}
