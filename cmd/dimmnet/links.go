@@ -41,20 +41,6 @@ func keyFor(path string) (*auth.Key, error) {
 	return &k, nil
 }
 
-// keyed authenticates p's frames under key (none: p as it is). It wraps
-// last, so captures and faults see the frames as the medium carries them.
-func keyed(p link.Port, key *auth.Key) (link.Port, error) {
-	if key == nil {
-		return p, nil
-	}
-	a, err := auth.Wrap(p, *key)
-	if err != nil {
-		p.Close()
-		return nil, err
-	}
-	return a, nil
-}
-
 // ports builds the two devices' ports (nodes 1 and 2) on the chosen medium
 // and returns a cleanup that removes whatever was set up (namespace,
 // interfaces, capture file).
@@ -165,7 +151,7 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 			}
 			cleanups = append(cleanups, func() error { return finish() })
 		}
-		return keyed(p, key)
+		return auth.Keyed(p, key) // last, so captures and faults see the frames as the medium carries them
 	}
 	return wrapped, cleanup, nil
 }
@@ -303,7 +289,7 @@ func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname,
 			c.Seed += int64(d.Node())
 			p = fault.Wrap(p, c)
 		}
-		return keyed(p, key)
+		return auth.Keyed(p, key) // last, so faults act on the frames as the medium carries them
 	}
 	return wrapped, cleanup, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -44,7 +45,7 @@ func shmDevice(dir string, node uint16, payload int, keyFile string, check bool)
 		if err != nil {
 			return nil, err
 		}
-		return keyed(p, key)
+		return auth.Keyed(p, key)
 	})
 	if err != nil {
 		return nil, nil, err

@@ -170,7 +170,11 @@ func Open(o Options) (*Device, error) {
 			jobDir = o.Dir
 		}
 		l, err = vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
-			return keyed(link.ListenShm(o.Dir, d.Node(), o.Payload+wire.FrameOverhead))(key)
+			p, err := link.ListenShm(o.Dir, d.Node(), o.Payload+wire.FrameOverhead)
+			if err != nil {
+				return nil, err
+			}
+			return auth.Keyed(p, key)
 		})
 	case "udp":
 		l, err = openUDP(cfg, o, key)
@@ -206,23 +210,12 @@ func openUDP(cfg vdev.Config, o Options, key *auth.Key) (*vdev.Local, error) {
 	delete(peers, me)
 	mtu := min(o.Payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
 	return vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
-		return keyed(link.ListenUDP(local, d.MAC(), peers, mtu))(key)
-	})
-}
-
-// keyed authenticates a port's frames under key, if there is one.
-func keyed(p link.Port, err error) func(key *auth.Key) (link.Port, error) {
-	return func(key *auth.Key) (link.Port, error) {
-		if err != nil || key == nil {
-			return p, err
-		}
-		a, err := auth.Wrap(p, *key)
+		p, err := link.ListenUDP(local, d.MAC(), peers, mtu)
 		if err != nil {
-			p.Close()
 			return nil, err
 		}
-		return a, nil
-	}
+		return auth.Keyed(p, key)
+	})
 }
 
 // Nodes are the node ids of a job's n ranks, rank r on node r+1 (node 0

@@ -160,6 +160,21 @@ func Wrap(p link.Port, key Key) (*Port, error) {
 	return a, nil
 }
 
+// Keyed authenticates p under key, or returns p as it is when key is nil:
+// what a command or a rank with an optional key does with each port it
+// opens. On an error p is closed.
+func Keyed(p link.Port, key *Key) (link.Port, error) {
+	if key == nil {
+		return p, nil
+	}
+	a, err := Wrap(p, *key)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
 // Unwrap is the wrapped port.
 func (a *Port) Unwrap() link.Port { return a.inner }
 
