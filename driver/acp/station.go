@@ -120,7 +120,10 @@ func (c *ACP) Stats() Stats {
 // its cores: an idle rank that spun (even yielding, or in the driver's
 // WaitTail) took a core from two busy ones and made their 8-byte copies
 // 17-20 µs instead of 2-4. A delegation to a sleeping rank waits for its
-// next look, a first command after a pause as long.
+// next look, a first command after a pause as long. When the driver
+// yields at every look (ranks outnumber cores) the loop yields from its
+// first idle look: a third-party copy with 3 ranks on 2 cores went from
+// 21.6-21.8 µs to 9.1-9.3, two-party 8-byte operations 0.3-0.5 µs slower.
 const (
 	yieldIdle = 5_000
 	sleepIdle = 200_000
@@ -134,6 +137,10 @@ func (c *ACP) loop() {
 	d := c.d
 	d.Drive(true)
 	defer d.Drive(false)
+	yieldAfter := int64(yieldIdle)
+	if d.YieldsCore() {
+		yieldAfter = 0
+	}
 	last := monotime.Now()
 	for i := 0; ; i++ {
 		worked := d.Progress()
@@ -162,7 +169,7 @@ func (c *ACP) loop() {
 		// often outnumber its cores and a peer whose delegate station we
 		// need may be waiting for one. Never while a completion is due:
 		// this thread runs the device that reports it.
-		if now-last > yieldIdle {
+		if now-last > yieldAfter {
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		if now-last < sleepIdle {

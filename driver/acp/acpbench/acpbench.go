@@ -133,7 +133,7 @@ func launch(o Options) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(ranks), envChild+"=1")
+		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(ranks), "MPI_LOCALNRANKS="+strconv.Itoa(ranks), envChild+"=1")
 		if r == 0 {
 			c.Stdout = &out0
 		}
@@ -177,7 +177,7 @@ func childRank(args []string) error {
 // rankRun is one rank: its device, ACP, and on rank 0 the measurements.
 func rankRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
 	runtime.GOMAXPROCS(o.Procs)
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20})
+	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20, LocalRanks: l.LocalSize})
 	if err != nil {
 		return nil, err
 	}

@@ -66,11 +66,11 @@ var ErrViolations = errors.New("rankdev: the driver broke the datasheet")
 
 // The wait policy of a rank when ranks outnumber cores (the driver's
 // DIMMNET_OS_YIELD and DIMMNET_SPIN_NS): give the core to the OS at every
-// look, as Open MPI's ranks do when oversubscribed, since the rank we
-// wait for may be the one without a core; sleep after 20 µs of that.
-// Sleeping instead costs every tree edge a wake-up through the scheduler
-// (barrier at p = 4 on 2 cores 280-320 µs against 21-35 with yields);
-// yielding costs a point-to-point 8-byte RTT/2 about 0.4 µs.
+// look after the first few, as Open MPI's ranks do when oversubscribed,
+// since the rank we wait for may be the one without a core; sleep after
+// 20 µs of that. Sleeping instead costs every tree edge a wake-up through
+// the scheduler (barrier at p = 4 on 2 cores 282-317 µs against 27-56
+// with yields); docs/fmpl.md has the policies measured.
 var oversubscribedWait = [][2]string{
 	{"DIMMNET_OS_YIELD", "1"},
 	{"DIMMNET_SPIN_NS", "20000"},
