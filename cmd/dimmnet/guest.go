@@ -31,6 +31,7 @@ const (
 	markDone     = "DIMMNET-DONE"     // "ok" or "error: ..."
 	markAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
 	markIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
+	markStorm    = "DIMMNET-STORM"    // "N times in D": a storming guest's Doorbell stores
 )
 
 // Raw region layout (the lab's ivshmem-plain device both guests map): one
@@ -200,6 +201,9 @@ func guestPingPong(args map[string]string) error {
 	if err := rawIRQPingPong(irqFn, word, initiator, rawIters); err != nil {
 		return err
 	}
+	if initiator && args["dimmnet.storm"] == "1" {
+		defer doorbellStorm(t)()
+	}
 	for _, st := range newPlan(maxSize, iters, 0) {
 		if initiator {
 			r, err := pingpong.Initiate(side, st.mode, st.cond, st.size, st.bud.Warm, st.bud.Max)
@@ -214,6 +218,36 @@ func guestPingPong(args map[string]string) error {
 	}
 	fmt.Printf("%s %d\n", markVerified, side.Verified)
 	return nil
+}
+
+// doorbellStorm makes this guest misbehave for the lab's bad-input test:
+// a goroutine stores to the device's Doorbell register (BAR0, through
+// VFIO or sysfs) in a tight loop, each store a write of the daemon's
+// doorbell eventfd by QEMU, while the guest's ping-pong goes on. The
+// returned function stops it and reports the stores on the console.
+func doorbellStorm(t driver.Transport) func() {
+	var stop atomic.Bool
+	var rings uint64
+	var serr error
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			if serr = t.Kick(); serr != nil {
+				return
+			}
+			rings++
+		}
+	}()
+	return func() {
+		stop.Store(true)
+		<-done
+		if serr != nil {
+			fmt.Printf("guest: doorbell storm stopped after %d stores: %v\n", rings, serr)
+		}
+		fmt.Printf("%s %d times in %.1f s\n", markStorm, rings, time.Since(start).Seconds())
+	}
 }
 
 // prepareVFIO loads the VFIO modules the initramfs carries and binds the

@@ -50,6 +50,7 @@ func labCmd(args []string) error {
 	pcapFile := fs.String("pcap", "", "capture every frame between the two devices to this pcap file")
 	check := fs.Bool("check", false, "checked devices (serve --check): the guests' drivers' violations of the datasheet are counted and logged; the guests' dimmnet stat lists them")
 	keyFile := fs.String("key", "", "authenticate the frames between the devices with this pre-shared key file (passed to every daemon's serve --key; the in-memory hub of --link mem carries them too)")
+	storm := fs.Bool("doorbell-storm", false, "test the daemon against a misbehaving guest: guest 0 also stores to its device's Doorbell register in a tight loop while the ping-pong runs")
 	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -208,6 +209,9 @@ func labCmd(args []string) error {
 	if *spin {
 		common += " dimmnet.spin=1"
 	}
+	if *storm {
+		common += " dimmnet.storm=1"
+	}
 	machine := "q35,accel=tcg"
 	if *attach == "vfio" {
 		// An emulated IOMMU with interrupt remapping, which
@@ -249,6 +253,7 @@ func labCmd(args []string) error {
 		ver     int
 		attach  string
 		irqs    int
+		rings   string // Doorbell stores of a storming guest, and for how long
 		panic   string // the kernel's panic line, if it panicked
 	}
 	guests := make([]*guest, 2)
@@ -285,6 +290,8 @@ func labCmd(args []string) error {
 				progress("guest %d attached through %s", i, g.attach)
 			case strings.HasPrefix(l, markIRQs+" "):
 				g.irqs, _ = strconv.Atoi(strings.TrimPrefix(l, markIRQs+" "))
+			case strings.HasPrefix(l, markStorm+" "):
+				g.rings = strings.TrimPrefix(l, markStorm+" ")
 			case strings.HasPrefix(l, markVerified+" "):
 				g.ver, _ = strconv.Atoi(strings.TrimPrefix(l, markVerified+" "))
 			case strings.HasPrefix(l, markDone+" "):
@@ -359,6 +366,9 @@ func labCmd(args []string) error {
 		time.Since(start).Seconds(), guests[0].ver, guests[1].ver)
 	progress("attached through %s by guest 0, %s by guest 1; interrupts received: %d by guest 0, %d by guest 1",
 		attachKind(guests[0].attach), attachKind(guests[1].attach), guests[0].irqs, guests[1].irqs)
+	if *storm {
+		progress("doorbell storm: guest 0 stored to its Doorbell register %s while the ping-pong ran", guests[0].rings)
+	}
 	for i := range devs {
 		devs[i].Link = *linkKind
 	}
