@@ -16,6 +16,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // The tests here run ranks as real processes of this test binary, each
@@ -148,6 +149,13 @@ const hangGuard = 90 * time.Second
 
 func runRanks(t *testing.T, n int, name string, env ...string) {
 	t.Helper()
+	runRanksOn(t, nil, n, name, env...)
+}
+
+// runRanksOn is runRanks with the ranks started inside seg's network
+// namespace (nil: this process's), rank r on seg's interface r.
+func runRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...string) {
+	t.Helper()
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
 	bufs := make([]*bytes.Buffer, n)
@@ -161,7 +169,16 @@ func runRanks(t *testing.T, n int, name string, env ...string) {
 		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout, c.Stderr = bufs[r], bufs[r]
-		if err := c.Start(); err != nil {
+		start := c.Start
+		if seg != nil {
+			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
+			start = func() error { return seg.Start(c) }
+		}
+		if err := start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill() // only the processes this test started
+				c.Wait()
+			}
 			t.Fatal(err)
 		}
 		cmds[r] = c
