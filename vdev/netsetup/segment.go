@@ -3,7 +3,9 @@ package netsetup
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -113,4 +115,15 @@ func (s *Segment) Start(c *exec.Cmd) error {
 func (s *Segment) Close() error {
 	s.NS.Close()
 	return DeleteNamespace(s.Name)
+}
+
+// NewSegmentFor is NewSegment for a tool run: the namespace is named
+// prefix+pid, and the segments of earlier runs of the tool that were
+// killed before they could remove theirs (prefix+pid of a process that is
+// gone) are removed first, so repeated crashes leave no pile.
+func NewSegmentFor(prefix string, n, mtu int) (*Segment, error) {
+	if _, err := DeleteOrphans(prefix); err != nil {
+		return nil, err
+	}
+	return NewSegment(prefix+strconv.Itoa(os.Getpid()), n, mtu)
 }
