@@ -39,11 +39,11 @@ func afpacketSegment(t *testing.T, n int) *netsetup.Segment {
 // the shared-memory link and on UDP: the paper's section 7, one program
 // on every transport.
 func TestConformanceOverAFPacket(t *testing.T) {
-	runRanksOn(t, afpacketSegment(t, 3), 3, "conformance", "ACP_TEST_LINK=afpacket")
+	sameResults(t, runRanksOn(t, afpacketSegment(t, 3), 3, "conformance", "ACP_TEST_LINK=afpacket"))
 }
 
 // TestDeviceAtomicsOverAFPacket is the conformance program with Add8 and
 // CAS8 done by the target's receive engine, on AF_PACKET.
 func TestDeviceAtomicsOverAFPacket(t *testing.T) {
-	runRanksOn(t, afpacketSegment(t, 3), 3, "conformance", "ACP_TEST_LINK=afpacket", "ACP_TEST_DEVICE_ATOMICS=1")
+	sameResults(t, runRanksOn(t, afpacketSegment(t, 3), 3, "conformance", "ACP_TEST_LINK=afpacket", "ACP_TEST_DEVICE_ATOMICS=1"))
 }
