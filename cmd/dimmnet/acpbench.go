@@ -14,7 +14,7 @@ import (
 // mpirun it is one rank of the job and rank 0 prints.
 func acpBenchCmd(args []string) error {
 	fs := flag.NewFlagSet("acp-bench", flag.ContinueOnError)
-	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm or udp")
+	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm, udp or afpacket (raw Ethernet; launched here, the ranks run in a network namespace with a bridge and a veth per rank, made and removed by the run: needs root; under mpirun, DIMMNET_IFNAME names each rank's interface)")
 	asJSON := fs.Bool("json", false, "print JSON records (operation, path, medium, us median)")
 	iters := fs.Int("iters", 20000, "operations per 8-byte measurement")
 	noPeers := fs.Bool("no-peers", false, "do not run Open MPI beside ACP")

@@ -14,7 +14,7 @@ import (
 func mpbenchCmd(args []string) error {
 	fs := flag.NewFlagSet("mpbench", flag.ContinueOnError)
 	np := fs.Int("np", 4, "ranks to launch on this host (ignored under a launcher)")
-	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm or udp")
+	linkKind := fs.String("link", "shm", "link between the ranks' devices: shm, udp or afpacket (raw Ethernet; launched here, the ranks run in a network namespace with a bridge and a veth per rank, made and removed by the run: needs root; under mpirun, DIMMNET_IFNAME names each rank's interface)")
 	asJSON := fs.Bool("json", false, "print JSON records")
 	jsonOut := fs.String("json-out", "", "also write the JSON records to this file (the tables still print)")
 	maxSize := fs.Int("max", 16<<20, "largest ping-pong message")

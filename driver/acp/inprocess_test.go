@@ -65,13 +65,49 @@ func inProcessWith(t *testing.T, n int, o acp.Options, body func(c *acp.ACP) err
 }
 
 func TestCopyAndAtomicsInProcess(t *testing.T) {
+	ref := reference(t)
+	results.Clear()
 	inProcess(t, 3, conformance)
+	for r := range ref {
+		if d, _ := results.Load(r); d != ref[r] {
+			t.Errorf("rank %d: result %x, another in-process run's %x", r, d, ref[r])
+		}
+	}
+}
+
+var (
+	refOnce sync.Once
+	ref     [][32]byte
+)
+
+// reference is every rank's conformance result in-process (delegated
+// atomics, one in-memory link), computed once: what every other
+// transport must give.
+func reference(t *testing.T) [][32]byte {
+	t.Helper()
+	refOnce.Do(func() {
+		results.Clear()
+		inProcess(t, 3, conformance)
+		for r := range 3 {
+			d, ok := results.Load(r)
+			if !ok {
+				return
+			}
+			ref = append(ref, d.([32]byte))
+		}
+	})
+	if ref == nil {
+		t.Fatal("no in-process reference result")
+	}
+	return ref
 }
 
 // TestDeviceAtomicsInProcess runs the conformance program with Add8 and
 // CAS8 done by the target's device (ABI 6's FADD8 and CAS8): the same
 // results as by delegation.
 func TestDeviceAtomicsInProcess(t *testing.T) {
+	ref := reference(t)
+	results.Clear()
 	inProcessWith(t, 3, acp.Options{DeviceAtomics: true}, func(c *acp.ACP) error {
 		if err := conformance(c); err != nil {
 			return err
@@ -81,6 +117,11 @@ func TestDeviceAtomicsInProcess(t *testing.T) {
 		}
 		return nil
 	})
+	for r, want := range ref {
+		if d, _ := results.Load(r); d != want {
+			t.Errorf("rank %d: result %x with device atomics, %x delegated", r, d, want)
+		}
+	}
 }
 
 // word reads the 8-byte little-endian word at g, this rank's.

@@ -16,6 +16,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // The tests here run ranks as real processes of this test binary, each
@@ -76,6 +77,9 @@ func rankMain(args []string) error {
 	}
 	if s := c.Stats(); s.Protocol != 0 {
 		return fmt.Errorf("rank %d: %d protocol violations", l.Rank, s.Protocol)
+	}
+	if d, ok := results.Load(l.Rank); ok {
+		fmt.Printf("result %x\n", d)
 	}
 	fmt.Println("rank", l.Rank, "ok")
 	return nil
@@ -146,7 +150,15 @@ func resetAndReinit(c *acp.ACP) error {
 // output; a correct run takes a fraction of it.
 const hangGuard = 90 * time.Second
 
-func runRanks(t *testing.T, n int, name string, env ...string) {
+func runRanks(t *testing.T, n int, name string, env ...string) []string {
+	t.Helper()
+	return runRanksOn(t, nil, n, name, env...)
+}
+
+// runRanksOn is runRanks with the ranks started inside seg's network
+// namespace (nil: this process's), rank r on seg's interface r. It
+// returns each rank's output.
+func runRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...string) []string {
 	t.Helper()
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
@@ -161,7 +173,16 @@ func runRanks(t *testing.T, n int, name string, env ...string) {
 		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout, c.Stderr = bufs[r], bufs[r]
-		if err := c.Start(); err != nil {
+		start := c.Start
+		if seg != nil {
+			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
+			start = func() error { return seg.Start(c) }
+		}
+		if err := start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill() // only the processes this test started
+				c.Wait()
+			}
 			t.Fatal(err)
 		}
 		cmds[r] = c
@@ -184,16 +205,33 @@ func runRanks(t *testing.T, n int, name string, env ...string) {
 		}
 		t.Fatalf("%s: ranks still running after %v", name, hangGuard)
 	}
+	outs := make([]string, n)
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d of %s: %v\n%s", r, name, err, bufs[r])
+		}
+		outs[r] = bufs[r].String()
+	}
+	return outs
+}
+
+// sameResults checks that each rank process printed the conformance
+// result the same rank had in-process: identical results on every
+// transport, not only the same checks passed.
+func sameResults(t *testing.T, outs []string) {
+	t.Helper()
+	ref := reference(t)
+	for r, o := range outs {
+		want := fmt.Sprintf("result %x\n", ref[r])
+		if !strings.Contains(o, want) {
+			t.Errorf("rank %d: its result differs from in-process (%q):\n%s", r, strings.TrimSpace(want), o)
 		}
 	}
 }
 
 // TestConformanceBetweenProcesses is the paper's section 7 on the
 // shared-memory link: the same program as in-process, same results.
-func TestConformanceBetweenProcesses(t *testing.T) { runRanks(t, 3, "conformance") }
+func TestConformanceBetweenProcesses(t *testing.T) { sameResults(t, runRanks(t, 3, "conformance")) }
 
 // TestConformanceOverUDP is the same program with the ranks' devices on
 // UDP sockets (loopback), as ranks on different hosts would be: the
@@ -221,13 +259,13 @@ func TestConformanceOverUDP(t *testing.T) {
 	}
 	closeAll()
 	held = nil
-	runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers)
+	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers))
 }
 
 // TestDeviceAtomicsBetweenProcesses is the conformance program with Add8
 // and CAS8 done by the target's device, on the shared-memory link.
 func TestDeviceAtomicsBetweenProcesses(t *testing.T) {
-	runRanks(t, 3, "conformance", "ACP_TEST_DEVICE_ATOMICS=1")
+	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_DEVICE_ATOMICS=1"))
 }
 
 // TestResetAndReinitBetweenProcesses: Reset renumbers the ranks and

@@ -14,6 +14,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // Every test here runs its ranks as real processes of this test binary,
@@ -105,6 +106,13 @@ func runRanks(t *testing.T, n int, name string, env ...string) []string {
 
 func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []error) {
 	t.Helper()
+	return startRanksOn(t, nil, n, name, env...)
+}
+
+// startRanksOn is startRanks with the ranks started inside seg's network
+// namespace (nil: this process's), rank r on seg's interface r.
+func startRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...string) ([]string, []error) {
+	t.Helper()
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
 	bufs := make([]*bytes.Buffer, n)
@@ -118,7 +126,16 @@ func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []er
 		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout = bufs[r]
-		if err := c.Start(); err != nil {
+		start := c.Start
+		if seg != nil {
+			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
+			start = func() error { return seg.Start(c) }
+		}
+		if err := start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill() // only the processes this test started
+				c.Wait()
+			}
 			t.Fatal(err)
 		}
 		cmds[r] = c

@@ -23,6 +23,7 @@ import (
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // Record is one measured operation.
@@ -33,7 +34,7 @@ type Record struct {
 	// "mpi-osc-pt2pt".
 	Path string `json:"path"`
 	// Medium is "shm" (our shared-memory link, or the peers' shared
-	// memory), "udp" (ours) or "tcp" (the peers').
+	// memory), "udp" or "afpacket" (ours) or "tcp" (the peers').
 	Medium string  `json:"medium"`
 	US     float64 `json:"us"` // median
 	Bytes  int     `json:"bytes"`
@@ -42,7 +43,9 @@ type Record struct {
 
 // Options choose the run.
 type Options struct {
-	// Link between our ranks' devices: "shm" (default) or "udp".
+	// Link between our ranks' devices: "shm" (default), "udp" or
+	// "afpacket" (ranks launched here run in a namespace with a bridge
+	// and a veth per rank; needs root).
 	Link string
 	// Iters per 8-byte operation (default 20,000); the 1 MiB copy runs
 	// Iters/50 + 5 times.
@@ -126,6 +129,15 @@ func launch(o Options) ([]Record, error) {
 			return nil, err
 		}
 	}
+	var seg *netsetup.Segment
+	if o.Link == "afpacket" {
+		// A bridge with a veth per rank in a namespace of the run's own,
+		// removed afterwards: one host standing in for hosts on a switch.
+		if seg, err = netsetup.NewSegmentFor("dimmnet-acpbench-", ranks, 9000); err != nil {
+			return nil, fmt.Errorf("--link afpacket needs root and a network namespace: %w", err)
+		}
+		defer seg.Close()
+	}
 	cmds := make([]*exec.Cmd, ranks)
 	var out0 bytes.Buffer
 	for r := range ranks {
@@ -138,8 +150,17 @@ func launch(o Options) ([]Record, error) {
 			c.Stdout = &out0
 		}
 		c.Stderr = os.Stderr
-		if err := c.Start(); err != nil {
-			return nil, err
+		start := c.Start
+		if seg != nil {
+			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
+			start = func() error { return seg.Start(c) }
+		}
+		if err := start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill() // the ranks this run started
+				c.Wait()
+			}
+			return nil, fmt.Errorf("start rank %d: %w", r, err)
 		}
 		cmds[r] = c
 	}

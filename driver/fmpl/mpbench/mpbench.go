@@ -24,6 +24,7 @@ import (
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // Record is one measurement, as --json prints it.
@@ -44,7 +45,7 @@ type Record struct {
 // Options of a run.
 type Options struct {
 	NP      int    // ranks to launch (when no launcher started us)
-	Link    string // shm or udp
+	Link    string // shm, udp or afpacket (launched here: a namespace with a bridge and a veth per rank; needs root)
 	MaxSize int    // largest ping-pong message (default 16 MiB)
 	Scale   int    // divide iteration counts by this (quick runs)
 	NoOMPI  bool
@@ -123,6 +124,15 @@ func launch(o Options, np int, what string) ([]Record, error) {
 			return nil, err
 		}
 	}
+	var seg *netsetup.Segment
+	if o.Link == "afpacket" {
+		// A bridge with a veth per rank in a namespace of the run's own,
+		// removed afterwards: one host standing in for hosts on a switch.
+		if seg, err = netsetup.NewSegmentFor("dimmnet-mpbench-", np, 9000); err != nil {
+			return nil, fmt.Errorf("--link afpacket needs root and a network namespace: %w", err)
+		}
+		defer seg.Close()
+	}
 	cmds := make([]*exec.Cmd, np)
 	var out0 bytes.Buffer
 	for r := 0; r < np; r++ {
@@ -134,8 +144,17 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		if r == 0 {
 			c.Stdout = &out0
 		}
-		if err := c.Start(); err != nil {
-			return nil, err
+		start := c.Start
+		if seg != nil {
+			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
+			start = func() error { return seg.Start(c) }
+		}
+		if err := start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill() // the ranks this run started
+				c.Wait()
+			}
+			return nil, fmt.Errorf("start rank %d: %w", r, err)
 		}
 		cmds[r] = c
 	}

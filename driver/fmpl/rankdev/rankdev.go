@@ -1,7 +1,7 @@
 // Package rankdev gives an FMPL rank its device: each rank is a process
 // that embeds its own dimmnet device (as pingpong --link shm does), joined
-// to the other ranks' devices by the shared-memory link on one host or by
-// UDP across hosts. It is the one place between FMPL and the device
+// to the other ranks' devices by the shared-memory link on one host, or by
+// UDP or raw Ethernet (AF_PACKET) across hosts. It is the one place between FMPL and the device
 // model: package fmpl takes a *driver.Driver and never imports vdev, so
 // the same library runs on a device attached over ivshmem or in a guest.
 package rankdev
@@ -28,8 +28,16 @@ var ErrNoJob = errors.New("rankdev: no rendezvous directory and no launcher job 
 
 // Options chooses a rank's device and link.
 type Options struct {
-	// Link is "shm" (default: ranks on one host) or "udp".
+	// Link is "shm" (ranks on one host), "udp" (a peers file) or
+	// "afpacket" (raw Ethernet frames on IfName). Default: $DIMMNET_LINK,
+	// else "shm", so ranks an outside launcher starts can be moved to
+	// another medium without a flag of their program.
 	Link string
+	// IfName is the network interface an afpacket rank sends and receives
+	// on (default: $DIMMNET_IFNAME, else the interface of the host's IPv4
+	// default route). No peers file is needed: a node's MAC derives from
+	// its id (wire.NodeMAC), so a device reaches a rank by its node id.
+	IfName string
 	// Dir is the shared-memory rendezvous directory every rank of the job
 	// names (default: JobDir()).
 	Dir string
@@ -170,6 +178,9 @@ func Open(o Options) (*Device, error) {
 	var l *vdev.Local
 	var err error
 	jobDir := ""
+	if o.Link == "" {
+		o.Link = os.Getenv("DIMMNET_LINK")
+	}
 	switch o.Link {
 	case "", "shm":
 		if o.Dir == "" {
@@ -188,8 +199,10 @@ func Open(o Options) (*Device, error) {
 		})
 	case "udp":
 		l, err = openUDP(cfg, o, key)
+	case "afpacket":
+		l, err = openAFPacket(cfg, &o, key)
 	default:
-		return nil, fmt.Errorf("rankdev: link %q: want shm or udp", o.Link)
+		return nil, fmt.Errorf("rankdev: link %q: want shm, udp or afpacket", o.Link)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rankdev: node %d on %s: %w", o.Node, o.Link, err)
