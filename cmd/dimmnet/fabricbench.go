@@ -23,11 +23,16 @@ func fabricBenchCmd(args []string) error {
 	lists := fs.Int("lists", 10, "visiting lists per random order (the paper's 10)")
 	seed := fs.Uint64("seed", 1, "seed of the random visiting lists")
 	quiet := fs.Bool("q", false, "no progress line")
+	swSpec := fs.String("switch", fabric.DefaultSwitch.String(), "switch and NI model, comma-separated: "+strings.Join(fabric.SwitchVariants, ", ")+" (docs/rhinet.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	sw, err := fabric.ParseSwitch(*swSpec)
+	if err != nil {
+		return fmt.Errorf("--switch: %w", err)
+	}
 	progress := progressLine(*quiet)
-	rep, err := fabric.Regenerate(fabric.Model{Barriers: *barriers, Seed: *seed, Lists: *lists}, progress)
+	rep, err := fabric.Regenerate(fabric.Model{Barriers: *barriers, Seed: *seed, Lists: *lists, Switch: sw}, progress)
 	progress("")
 	if err != nil {
 		return err
@@ -38,7 +43,7 @@ func fabricBenchCmd(args []string) error {
 		return enc.Encode(rep.Records)
 	}
 	m := rep.Model
-	fmt.Printf("RHiNET-2 multicast paper, Tables 2-5 on the fabric model (%d barriers per list, %d lists per random order, seed %d)\n", *barriers, *lists, *seed)
+	fmt.Printf("RHiNET-2 multicast paper, Tables 2-5 on the fabric model (%d barriers per list, %d lists per random order, seed %d, switch %s)\n", *barriers, *lists, *seed, sw)
 	fmt.Printf("fitted host cost per message: 17 flits (PIO) %.1f ns on Table 3 SHIO Up*/Down*; 69 flits (DMA) %.1f ns on Table 5 mesh SHIO\n",
 		float64(m.HostCost[17])/1000, float64(m.HostCost[69])/1000)
 	f6, err := fabric.Fig6(m.HostCost[17], 4)

@@ -39,6 +39,9 @@ type Params struct {
 	// SendShare is the part of HostCost the sender's CPU spends before the
 	// packet leaves; the rest is the receiver's. The paper gives no split.
 	SendShare float64
+	// Switch is how switches and NIs queue and forward packets; the zero
+	// value is the output-queued switch.
+	Switch Switch
 }
 
 // PaperParams are the paper's network parameters for a packet of flits
@@ -82,7 +85,12 @@ type packet struct {
 	barrier  int
 	path     []Hop
 	hop      int // next index into path; len(path): the ejection channel
-	vc       int
+	vc       int // VC on the channel the packet is queued for or on
+	in       int // input-queued switches: the channel its head last took
+	// upEnd is when its tail left the last channel it started on: cut
+	// through, a packet cannot leave a channel sooner than HopDelay after
+	// its tail arrived, whatever the channel's speed.
+	upEnd int64
 }
 
 type chanState struct {
@@ -118,6 +126,7 @@ type event struct {
 	seq  uint64
 	kind int
 	id   int
+	from int // evFree on input-queued switches: the input FIFO (port x VCs + VC) it drained, else -1
 	p    *packet
 }
 
@@ -154,6 +163,18 @@ type sim struct {
 	res      Result
 	maxQ     int
 
+	// Input-queued switches (Switch.InputFIFO): FIFOs per input port
+	// (channel id of the inter-switch channel or injection link) and VC,
+	// whether each FIFO's head is being sent, whether each port's
+	// crossbar input is in use, and per switch its inputs and outputs.
+	vcs      int
+	inQ      [][]*packet
+	inBusy   []bool
+	readBusy []bool
+	swIn     [][]int
+	swOut    [][]int
+	outRR    []int
+
 	target int // barriers to run
 	done   [][]int64
 	count  []int
@@ -189,12 +210,44 @@ func newSim(r *Routing, list []int, par Params) (*sim, error) {
 	for h := range s.hosts {
 		s.hosts[h].pos = s.pos[h]
 	}
+	if par.Switch.OneReadPort && !par.Switch.InputFIFO {
+		return nil, fmt.Errorf("fabric: switch %+v: one read port per input needs input FIFOs", par.Switch)
+	}
+	if par.Switch.InputFIFO {
+		s.setupInputs()
+	}
 	return s, nil
 }
 
 func (s *sim) at(t int64, kind, id int, p *packet) {
 	s.seq++
-	heap.Push(&s.q, event{t: t, seq: s.seq, kind: kind, id: id, p: p})
+	heap.Push(&s.q, event{t: t, seq: s.seq, kind: kind, id: id, from: -1, p: p})
+}
+
+// network handles the events of the fabric: a channel freeing and a
+// packet's head reaching a switch.
+func (s *sim) network(e event) {
+	switch e.kind {
+	case evFree:
+		s.chans[e.id].busy = false
+		if e.from >= 0 {
+			s.leave(e.from)
+		}
+		switch {
+		case !s.par.Switch.InputFIFO || (e.id >= s.inter && e.id < s.inter+len(s.hosts)):
+			s.arbitrate(e.id) // an output queue, or a host's NI
+		case e.id >= s.inter:
+			s.arbitrateSwitch(s.topo.HostSwitch[e.id-s.inter-len(s.hosts)])
+		default:
+			s.arbitrateSwitch(s.topo.Channels()[e.id].From)
+		}
+	case evHead:
+		if s.par.Switch.InputFIFO {
+			s.arrive(e.p)
+		} else {
+			s.forward(e.p)
+		}
+	}
 }
 
 // run drains the event queue until it empties or the run stops.
@@ -205,11 +258,8 @@ func (s *sim) run() {
 		switch e.kind {
 		case evCPU:
 			s.cpuDone(e.id)
-		case evFree:
-			s.chans[e.id].busy = false
-			s.arbitrate(e.id)
-		case evHead:
-			s.forward(e.p)
+		case evFree, evHead:
+			s.network(e)
 		case evDeliver:
 			s.res.Packets++
 			s.enqueueTask(e.p.dst, task{p: e.p})
@@ -223,11 +273,7 @@ func (s *sim) eject(h int) int   { return s.inter + len(s.hosts) + h }
 // forward queues a packet whose head reached a switch on its next channel.
 func (s *sim) forward(p *packet) {
 	var ch int
-	if p.hop == len(p.path) {
-		ch, p.vc = s.eject(p.dst), 0
-	} else {
-		ch, p.vc = p.path[p.hop].Channel, p.path[p.hop].VC
-	}
+	ch, p.vc = s.nextHop(p)
 	s.queue(ch, p)
 }
 
@@ -255,18 +301,34 @@ func (s *sim) arbitrate(ch int) {
 		p := c.queues[v][0]
 		c.queues[v] = c.queues[v][1:]
 		c.rr = (v + 1) % nv
-		c.busy = true
-		s.at(s.now+s.ser, evFree, ch, nil)
-		switch {
-		case ch >= s.inter+len(s.hosts):
-			s.at(s.now+s.ser, evDeliver, 0, p) // the tail reaches the host
-		case ch >= s.inter:
-			s.at(s.now+s.par.HopDelay, evHead, 0, p)
-		default:
-			p.hop++
-			s.at(s.now+s.par.HopDelay, evHead, 0, p)
-		}
+		s.transmit(ch, p, -1)
 		return
+	}
+}
+
+// transmit sends packet p on the free channel ch from now; from is the input
+// FIFO it drains on an input-queued switch (-1: none). The channel is held
+// for the packet's serialization, or longer if its tail comes in slower;
+// its head reaches the next switch HopDelay later.
+func (s *sim) transmit(ch int, p *packet, from int) {
+	end := max(s.now+s.ser, p.upEnd+s.par.HopDelay)
+	if ch >= s.inter && ch < s.inter+len(s.hosts) {
+		end = s.now + s.injectHold() // the NI: nothing upstream
+	}
+	p.upEnd = end
+	s.chans[ch].busy = true
+	s.seq++
+	heap.Push(&s.q, event{t: end, seq: s.seq, kind: evFree, id: ch, from: from})
+	switch {
+	case ch >= s.inter+len(s.hosts):
+		s.at(end, evDeliver, 0, p) // the tail reaches the host
+	case ch >= s.inter:
+		p.in = ch
+		s.at(s.now+s.par.HopDelay, evHead, 0, p)
+	default:
+		p.in = ch
+		p.hop++
+		s.at(s.now+s.par.HopDelay, evHead, 0, p)
 	}
 }
 
@@ -533,11 +595,8 @@ func Multicast(r *Routing, list []int, par Params) (int64, error) {
 			}
 			hs.cpuBusy = false
 			s.startTask(e.id)
-		case evFree:
-			s.chans[e.id].busy = false
-			s.arbitrate(e.id)
-		case evHead:
-			s.forward(e.p)
+		case evFree, evHead:
+			s.network(e)
 		case evDeliver:
 			s.enqueueTask(e.p.dst, task{p: e.p})
 		}

@@ -70,6 +70,9 @@ type Model struct {
 	// Seed draws the random lists, Lists how many per random order (10).
 	Seed  uint64
 	Lists int
+	// Switch is the switch and NI model every cell runs on (the zero
+	// value: output-queued); the host costs are fitted on it.
+	Switch Switch
 }
 
 // Cell runs one table cell: the mean barrier time in µs over the order's
@@ -89,6 +92,7 @@ func (m Model) Cell(tb Table, order string, col int) (float64, error) {
 		return 0, err
 	}
 	par := PaperParams(tb.Flits, m.HostCost[tb.Flits])
+	par.Switch = m.Switch
 	var sum float64
 	for _, l := range lists {
 		res, err := Barriers(r, l, par, m.Barriers)
