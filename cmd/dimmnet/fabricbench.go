@@ -23,7 +23,7 @@ func fabricBenchCmd(args []string) error {
 	lists := fs.Int("lists", 10, "visiting lists per random order (the paper's 10)")
 	seed := fs.Uint64("seed", 1, "seed of the random visiting lists")
 	quiet := fs.Bool("q", false, "no progress line")
-	swSpec := fs.String("switch", fabric.DefaultSwitch.String(), "switch and NI model, comma-separated: "+strings.Join(fabric.SwitchVariants, ", ")+" (docs/rhinet.md)")
+	swSpec := fs.String("switch", fabric.Switch{}.String(), "switch and NI model, comma-separated: "+strings.Join(fabric.SwitchVariants, ", ")+" (docs/rhinet.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ func TestPaperFindings(t *testing.T) {
 	known := map[string]bool{
 		"RO 8-12% over SHO at 64 hosts, 5-7.5% at 16/32 (17 flits)": true,
 		"SCO about 12% behind SHO at 69 flits on the mesh":          true,
-		"HIO falls to third at 69 flits on the mesh":                true,
 	}
 	for _, f := range rep.Findings() {
 		switch {

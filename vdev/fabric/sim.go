@@ -91,10 +91,12 @@ type packet struct {
 	// through, a packet cannot leave a channel sooner than HopDelay after
 	// its tail arrived, whatever the channel's speed.
 	upEnd int64
+	last  *xfer // flit-interleaved links: its latest transmission
 }
 
 type chanState struct {
 	busy   bool
+	ps     psState     // flit-interleaved links: the packets sharing the link
 	queues [][]*packet // per VC
 	rr     int
 }
@@ -119,6 +121,8 @@ const (
 	evFree
 	evHead
 	evDeliver
+	evShare // flit-interleaved links: a transmission on a shared link sent its last flit
+	evTail  // flit-interleaved links: a transmission's tail left, its upstream's having arrived
 )
 
 type event struct {
@@ -128,6 +132,8 @@ type event struct {
 	id   int
 	from int // evFree on input-queued switches: the input FIFO (port x VCs + VC) it drained, else -1
 	p    *packet
+	x    *xfer  // evShare, evTail: the transmission
+	ver  uint64 // evShare: the link's sharing state it was computed for
 }
 
 type eventQueue []event
@@ -213,6 +219,7 @@ func newSim(r *Routing, list []int, par Params) (*sim, error) {
 	if par.Switch.OneReadPort && !par.Switch.InputFIFO {
 		return nil, fmt.Errorf("fabric: switch %+v: one read port per input needs input FIFOs", par.Switch)
 	}
+	s.vcs = vcs
 	if par.Switch.InputFIFO {
 		s.setupInputs()
 	}
@@ -233,20 +240,41 @@ func (s *sim) network(e event) {
 		if e.from >= 0 {
 			s.leave(e.from)
 		}
-		switch {
-		case !s.par.Switch.InputFIFO || (e.id >= s.inter && e.id < s.inter+len(s.hosts)):
-			s.arbitrate(e.id) // an output queue, or a host's NI
-		case e.id >= s.inter:
-			s.arbitrateSwitch(s.topo.HostSwitch[e.id-s.inter-len(s.hosts)])
-		default:
-			s.arbitrateSwitch(s.topo.Channels()[e.id].From)
-		}
+		s.freed(e.id)
 	case evHead:
 		if s.par.Switch.InputFIFO {
 			s.arrive(e.p)
 		} else {
 			s.forward(e.p)
 		}
+	case evShare:
+		s.shareDone(e.id, e.ver)
+	case evTail:
+		s.tailDone(e.x)
+	}
+}
+
+// free tells whether channel ch can start a packet on VC vc now.
+func (s *sim) free(ch, vc int) bool {
+	if s.shared(ch) {
+		h := s.chans[ch].ps.held
+		return h == nil || !h[vc]
+	}
+	if !s.par.Switch.WholePackets {
+		return s.chans[ch].ps.nheld == 0
+	}
+	return !s.chans[ch].busy
+}
+
+// freed arbitrates what waits for channel ch now that it freed.
+func (s *sim) freed(ch int) {
+	switch {
+	case !s.par.Switch.InputFIFO || (ch >= s.inter && ch < s.inter+len(s.hosts)):
+		s.arbitrate(ch) // an output queue, or a host's NI
+	case ch >= s.inter:
+		s.arbitrateSwitch(s.topo.HostSwitch[ch-s.inter-len(s.hosts)])
+	default:
+		s.arbitrateSwitch(s.topo.Channels()[ch].From)
 	}
 }
 
@@ -258,7 +286,7 @@ func (s *sim) run() {
 		switch e.kind {
 		case evCPU:
 			s.cpuDone(e.id)
-		case evFree, evHead:
+		case evFree, evHead, evShare, evTail:
 			s.network(e)
 		case evDeliver:
 			s.res.Packets++
@@ -283,9 +311,7 @@ func (s *sim) queue(ch int, p *packet) {
 	if b := len(c.queues[p.vc]) * s.par.Flits * s.par.FlitBytes; b > s.maxQ {
 		s.maxQ = b
 	}
-	if !c.busy {
-		s.arbitrate(ch)
-	}
+	s.arbitrate(ch)
 }
 
 // arbitrate starts the next packet on a free channel, taking the VCs in
@@ -295,14 +321,16 @@ func (s *sim) arbitrate(ch int) {
 	nv := len(c.queues)
 	for i := 0; i < nv; i++ {
 		v := (c.rr + i) % nv
-		if len(c.queues[v]) == 0 {
+		if len(c.queues[v]) == 0 || !s.free(ch, v) {
 			continue
 		}
 		p := c.queues[v][0]
 		c.queues[v] = c.queues[v][1:]
 		c.rr = (v + 1) % nv
 		s.transmit(ch, p, -1)
-		return
+		if !s.shared(ch) {
+			return
+		}
 	}
 }
 
@@ -311,6 +339,10 @@ func (s *sim) arbitrate(ch int) {
 // for the packet's serialization, or longer if its tail comes in slower;
 // its head reaches the next switch HopDelay later.
 func (s *sim) transmit(ch int, p *packet, from int) {
+	if !s.par.Switch.WholePackets {
+		s.transmitShared(ch, p, from)
+		return
+	}
 	end := max(s.now+s.ser, p.upEnd+s.par.HopDelay)
 	if ch >= s.inter && ch < s.inter+len(s.hosts) {
 		end = s.now + s.injectHold() // the NI: nothing upstream
@@ -595,7 +627,7 @@ func Multicast(r *Routing, list []int, par Params) (int64, error) {
 			}
 			hs.cpuBusy = false
 			s.startTask(e.id)
-		case evFree, evHead:
+		case evFree, evHead, evShare, evTail:
 			s.network(e)
 		case evDeliver:
 			s.enqueueTask(e.p.dst, task{p: e.p})

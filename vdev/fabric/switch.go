@@ -7,11 +7,13 @@ import (
 )
 
 // Switch selects how the model's switches and NIs queue and forward
-// packets. The zero value is the output-queued switch: a packet waits at
-// the output channel it needs, so a blocked packet never delays another.
-// The other fields each add one structural effect of RHiNET-2's hardware
-// (docs/rhinet.md says which the paper supports), so they can be tested
-// alone and together against the paper's findings.
+// packets. The zero value is the default model: a packet waits at the
+// output channel it needs (so a blocked packet never delays another), and
+// the packets on different VCs of one link share it flit by flit. Each
+// field changes one structural effect of RHiNET-2's hardware, so each can
+// be tested alone and together against the paper's findings;
+// docs/rhinet.md says which the paper supports and what each does to the
+// tables.
 type Switch struct {
 	// InputFIFO buffers packets per input port and VC, as RHiNET-2/SW
 	// does (4 KB per VC of each port, Go & Stop between the upstream
@@ -29,23 +31,29 @@ type Switch struct {
 	// speed: cut through, it then holds every channel of its path as long
 	// as the NI takes to read it.
 	PCIStream bool
+	// WholePackets makes a link carry one packet at a time, its VCs served
+	// round robin a packet at a time (the model before flit-level
+	// multiplexing). Without it, a link's VCs are multiplexed flit by
+	// flit, as VCs are: packets on different VCs of one cable share its
+	// bandwidth (each gets 1/k of it while k send), so both finish late.
+	// The NI's injection link sends one packet at a time either way.
+	WholePackets bool
 }
 
-// DefaultSwitch is the model fabric-bench and the tests run by default:
-// the most faithful variant that keeps the findings that hold.
-var DefaultSwitch = Switch{}
-
 // SwitchVariants are the names ParseSwitch takes, each one effect.
-var SwitchVariants = []string{"output", "input", "crossbar", "pci"}
+var SwitchVariants = []string{"flit", "packet", "input", "crossbar", "pci"}
 
-// ParseSwitch reads a comma-separated list of SwitchVariants ("output" is
-// the zero value; "crossbar" implies "input"), so fabric-bench can run
-// each effect alone or in combination.
+// ParseSwitch reads a comma-separated list of SwitchVariants ("flit" is
+// the zero value, output-queued with flit-interleaved links; "packet"
+// carries a packet at a time; "crossbar" implies "input"), so
+// fabric-bench can run each effect alone or in combination.
 func ParseSwitch(spec string) (Switch, error) {
 	var sw Switch
 	for _, f := range strings.Split(spec, ",") {
 		switch strings.TrimSpace(f) {
-		case "", "output":
+		case "", "flit":
+		case "packet":
+			sw.WholePackets = true
 		case "input":
 			sw.InputFIFO = true
 		case "crossbar":
@@ -62,6 +70,9 @@ func ParseSwitch(spec string) (Switch, error) {
 // String names the variant as ParseSwitch reads it.
 func (sw Switch) String() string {
 	var fs []string
+	if sw.WholePackets {
+		fs = append(fs, "packet")
+	}
 	switch {
 	case sw.OneReadPort:
 		fs = append(fs, "crossbar")
@@ -72,7 +83,7 @@ func (sw Switch) String() string {
 		fs = append(fs, "pci")
 	}
 	if len(fs) == 0 {
-		return "output"
+		return "flit"
 	}
 	return strings.Join(fs, ",")
 }
@@ -152,9 +163,6 @@ func (s *sim) switchOfInput(port int) int {
 func (s *sim) arbitrateSwitch(sw int) {
 	ins := s.swIn[sw]
 	for _, o := range s.swOut[sw] {
-		if s.chans[o].busy {
-			continue
-		}
 		for k := 0; k < len(ins); k++ {
 			i := (s.outRR[o] + k) % len(ins)
 			id := ins[i]
@@ -163,7 +171,7 @@ func (s *sim) arbitrateSwitch(sw int) {
 			}
 			p := s.inQ[id][0]
 			ch, vc := s.nextHop(p)
-			if ch != o {
+			if ch != o || !s.free(o, vc) {
 				continue
 			}
 			s.outRR[o] = (i + 1) % len(ins)
@@ -171,7 +179,9 @@ func (s *sim) arbitrateSwitch(sw int) {
 			s.readBusy[id/s.vcs] = true
 			p.vc = vc
 			s.transmit(o, p, id)
-			break
+			if !s.shared(o) {
+				break
+			}
 		}
 	}
 }

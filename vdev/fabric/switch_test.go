@@ -61,8 +61,8 @@ func TestInputFIFOHeadOfLineBlocking(t *testing.T) {
 	pairs := [][2]int{{0, 2}, {1, 2}, {1, 3}}
 	par := PaperParams(17, Microsecond)
 	ser, hop := par.Serialization(), par.HopDelay
-	out := deliveries(t, topo, Switch{}, 17, pairs)
-	in := deliveries(t, topo, Switch{InputFIFO: true}, 17, pairs)
+	out := deliveries(t, topo, Switch{WholePackets: true}, 17, pairs)
+	in := deliveries(t, topo, Switch{WholePackets: true, InputFIFO: true}, 17, pairs)
 	// Host 1's packet to host 3 leaves its NI one serialization late and
 	// crosses two switches: unblocked it arrives at ser + 2 hops + ser.
 	if want := 2*ser + 2*hop; out[2] != want {
@@ -94,7 +94,7 @@ func TestOneReadPortSerialisesAnInput(t *testing.T) {
 	r.VCs = 2
 	par := PaperParams(17, Microsecond)
 	ser := par.Serialization()
-	for _, sw := range []Switch{{InputFIFO: true}, {InputFIFO: true, OneReadPort: true}} {
+	for _, sw := range []Switch{{WholePackets: true, InputFIFO: true}, {WholePackets: true, InputFIFO: true, OneReadPort: true}} {
 		par.Switch = sw
 		s, err := newSim(r, []int{0, 1, 2}, par)
 		if err != nil {
@@ -130,7 +130,7 @@ func TestOneReadPortSerialisesAnInput(t *testing.T) {
 
 // Every variant fabric-bench takes parses and prints back as itself.
 func TestParseSwitchVariants(t *testing.T) {
-	for _, spec := range []string{"output", "input", "crossbar", "pci", "input,pci", "crossbar,pci"} {
+	for _, spec := range []string{"flit", "packet", "input", "crossbar", "pci", "packet,crossbar,pci", "crossbar,pci"} {
 		sw, err := ParseSwitch(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -172,4 +172,50 @@ func TestInputFIFOsStayWithinFourKB(t *testing.T) {
 
 func collectiveLists(topo *Topology, order string) ([][]int, error) {
 	return collective.Map{HostSwitch: topo.HostSwitch}.Lists(order, 1, 1)
+}
+
+// Two packets on the two VCs of one cable at once: flit by flit they share
+// it and both arrive a serialization late; a packet at a time, the first
+// arrives on time and the second as late.
+func TestInterleavedVCsShareTheLink(t *testing.T) {
+	topo := &Topology{Name: "flit", Switches: 2, HostSwitch: []int{0, 1, 1}, Links: [][2]int{{0, 1}}}
+	r, err := NewRouting(topo, "shortest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.VCs = 2
+	par := PaperParams(17, Microsecond)
+	ser, hop := par.Serialization(), par.HopDelay
+	for _, sw := range []Switch{{WholePackets: true}, {}} {
+		par.Switch = sw
+		s, err := newSim(r, []int{0, 1, 2}, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []*packet
+		for v, dst := range []int{1, 2} {
+			// Both heads wait at switch 0 for the cable, their tails in.
+			p := &packet{src: 0, dst: dst, path: []Hop{{Channel: 0, VC: v}}, vc: v, upEnd: -hop, last: &xfer{}}
+			ps = append(ps, p)
+			s.queue(0, p)
+		}
+		got := map[*packet]int64{}
+		for s.q.Len() > 0 {
+			e := heap.Pop(&s.q).(event)
+			s.now = e.t
+			if e.kind == evDeliver {
+				got[e.p] = s.now
+				continue
+			}
+			s.network(e)
+		}
+		first, second := min(got[ps[0]], got[ps[1]]), max(got[ps[0]], got[ps[1]])
+		wantFirst := ser + hop
+		if !sw.WholePackets {
+			wantFirst = 2*ser + hop
+		}
+		if first != wantFirst || second != 2*ser+hop {
+			t.Errorf("%v: delivered at %d and %d ps, want %d and %d", sw, first, second, wantFirst, 2*ser+hop)
+		}
+	}
 }
