@@ -501,9 +501,19 @@ func (d *Device) retire(p *peer, before uint32) {
 	}
 	clear(p.sent[:k])
 	p.sent = p.sent[:copy(p.sent, p.sent[k:])]
-	w, done := 0, 0
-	for i, j := range p.q {
-		if i < p.pkz && !j.desc.Opcode.Reads() && seqLE(j.lastSeq, acked) {
+	// q[:pkz] was packetized in order, so its last sequence numbers rise
+	// along it: the commands this ACK completes are a prefix of it, apart
+	// from PULLs in it still waiting for their data, which stay. The scan
+	// stops at the first command not covered: an ACK costs what it
+	// retires, not what is queued behind it (up to MaxInflight commands,
+	// which a burst of posts keeps there).
+	w, done, i := 0, 0, 0
+	for ; i < p.pkz; i++ {
+		j := p.q[i]
+		if !seqLE(j.lastSeq, acked) {
+			break
+		}
+		if !j.desc.Opcode.Reads() {
 			d.finish(j, j.err, false)
 			done++
 			continue
@@ -512,8 +522,9 @@ func (d *Device) retire(p *peer, before uint32) {
 		w++
 	}
 	if done > 0 {
-		clear(p.q[w:])
-		p.q = p.q[:w]
+		n := copy(p.q[w:], p.q[i:])
+		clear(p.q[w+n:])
+		p.q = p.q[:w+n]
 		p.pkz -= done
 	}
 	for len(p.resp) > 0 && p.resp[0].off >= p.resp[0].n && seqLE(p.resp[0].lastSeq, acked) {
