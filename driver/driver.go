@@ -72,7 +72,8 @@ type Driver struct {
 	statHead  uint64 // statuses consumed
 	statPub   uint64 // head last published to the device
 	amtatSeq  uint64
-	avgWait   int64   // ns, running average of WaitTail waits
+	avgWait   int64 // ns, running average of WaitTail waits
+	stats     WaitStats
 	rings     []*Ring // for Flush
 	aliveSeen uint64  // last ALIVE value read, and when (our clock)
 	aliveAt   int64
@@ -366,12 +367,17 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 		defer d.run.Drive(false)
 	}
 	start := monotime.Now()
+	d.stats.Waits++
+	slept := false
 	for i := 1; ; i++ {
 		if d.run != nil {
 			d.run.Poll()
 		}
 		if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
 			d.learnWait(monotime.Now() - start)
+			if !slept {
+				d.stats.Spun++
+			}
 			return t, nil
 		}
 		if d.osYield && (d.run == nil || i > yieldMod) {
@@ -397,6 +403,7 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 		if timeoutNs > 0 && now-start > timeoutNs {
 			return 0, ErrTimeout
 		}
+		slept = true
 		if err := d.sleep(); err != nil {
 			return 0, err
 		}
@@ -430,6 +437,21 @@ func (d *Driver) spinBudget() int64 {
 // learnWait folds one observed wait into the running average.
 func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }
 
+// WaitStats counts how WaitTail's waits ended, so a tool or a test can
+// tell a driver that catches its statuses while it spins from one that
+// sleeps on every wait, and a sleep the device's interrupt ended from one
+// only the timeout ended (a lost wake-up).
+type WaitStats struct {
+	Waits      uint64 // WaitTail calls that had to wait
+	Spun       uint64 // waits that ended while spinning, before any sleep
+	Sleeps     uint64 // sleeps on the interrupt
+	TimerWakes uint64 // sleeps that ended by their timeout, not by the device's interrupt
+}
+
+// WaitStats returns the counts of WaitTail's waits so far. Only the
+// goroutine that waits may call it.
+func (d *Driver) WaitStats() WaitStats { return d.stats }
+
 // sleep blocks on the interrupt after announcing it, re-checking first.
 // A device we drive goes back to its engine meanwhile.
 func (d *Driver) sleep() error {
@@ -443,8 +465,12 @@ func (d *Driver) sleep() error {
 	if d.r.Load64(uapi.RegStatqTail) != d.statHead {
 		return nil
 	}
+	d.stats.Sleeps++
 	if err := d.t.WaitIRQ(sleepMs); err != nil {
 		return err
+	}
+	if tw, ok := d.t.(interface{ TimedOut() bool }); ok && tw.TimedOut() {
+		d.stats.TimerWakes++
 	}
 	return d.Alive()
 }

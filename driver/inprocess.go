@@ -86,6 +86,9 @@ type localTransport struct {
 	closed chan struct{} // Close: a waiter returns ErrDeviceStopped, as on a closed eventfd
 	once   sync.Once
 	timer  *time.Timer
+	// expired: the last WaitIRQ ended by its timeout (only the waiting
+	// goroutine reads or writes it)
+	expired bool
 }
 
 // InProcessDevice attaches to dev, a device in this process. Prefer it to
@@ -126,14 +129,21 @@ func (t *localTransport) WaitIRQ(timeoutMs int) error {
 		defer t.timer.Stop()
 		expired = t.timer.C
 	}
+	t.expired = false
 	select {
 	case <-t.irq:
 	case <-expired:
+		t.expired = true
 	case <-t.closed:
 		return ErrDeviceStopped
 	}
 	return nil
 }
+
+// TimedOut reports whether the last WaitIRQ ended by its timeout rather
+// than the device's signal: a driver counts those (WaitStats), since a
+// wake-up that only the timer delivers is a lost interrupt.
+func (t *localTransport) TimedOut() bool { return t.expired }
 
 func (t *localTransport) Close() error {
 	t.once.Do(func() {

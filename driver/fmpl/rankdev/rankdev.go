@@ -60,6 +60,13 @@ type Options struct {
 	// process to one thread of Go code (GOMAXPROCS=1) unless the
 	// environment says otherwise.
 	LocalRanks int
+	// LocalRank is this rank's index among the LocalRanks of its host
+	// (the launcher's local rank); give both or neither. When the
+	// LocalRanks fit the CPUs this process may use, the rank binds its
+	// threads to the LocalRank-th of them for as long as the device is
+	// open, so two ranks can never end up sharing one core while another
+	// is free of them (DIMMNET_BIND=0: never bind; see bind.go).
+	LocalRank int
 	// Key is a pre-shared key file: every frame between the ranks'
 	// devices is authenticated (vdev/link/auth). Default: $DIMMNET_KEY, so
 	// ranks an outside launcher starts (mpirun -x DIMMNET_KEY=...) get it.
@@ -89,6 +96,7 @@ type Device struct {
 	Driver *driver.Driver
 	local  *vdev.Local
 	jobDir string // the rendezvous directory derived from the job id, ours to tidy
+	bound  *binding
 	node   uint16
 	check  bool
 }
@@ -102,7 +110,7 @@ func (d *Device) Close() error {
 	if v := d.Driver.Counter(uapi.CtrViolations); d.check && v > 0 {
 		err = fmt.Errorf("node %d: %d violations %v: %w", d.node, v, d.Driver.Region().ReadViolations(), ErrViolations)
 	}
-	err = errors.Join(err, d.Driver.Close(), d.local.Close())
+	err = errors.Join(err, d.Driver.Close(), d.local.Close(), d.bound.restore())
 	if d.jobDir != "" {
 		os.Remove(filepath.Join(d.jobDir, fmt.Sprintf("node%d.lock", d.node)))
 		os.Remove(d.jobDir) // fails while other ranks' files remain
@@ -162,6 +170,21 @@ func Open(o Options) (*Device, error) {
 			runtime.GOMAXPROCS(1)
 		}
 	}
+	dev, err := openDevice(o)
+	if err != nil {
+		return nil, err
+	}
+	// Bound after the driver judged the CPUs it may use: a bound rank's
+	// peers have cores of their own, so its one CPU is not the one-core
+	// host whose driver yields its core at every look. A binding the
+	// kernel refuses leaves the rank unbound: it only guards against a
+	// slow placement, and the rank works without it.
+	dev.bound, _ = bind(o.LocalRank, o.LocalRanks)
+	return dev, nil
+}
+
+// openDevice is Open without the rank's CPU binding.
+func openDevice(o Options) (*Device, error) {
 	if o.Key == "" {
 		o.Key = os.Getenv("DIMMNET_KEY")
 	}
