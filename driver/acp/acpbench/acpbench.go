@@ -198,7 +198,7 @@ func childRank(args []string) error {
 // rankRun is one rank: its device, ACP, and on rank 0 the measurements.
 func rankRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
 	runtime.GOMAXPROCS(o.Procs)
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20, LocalRanks: l.LocalSize, LocalRank: l.LocalRank})
+	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20, LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
 	if err != nil {
 		return nil, err
 	}

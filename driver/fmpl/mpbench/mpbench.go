@@ -203,7 +203,7 @@ type rank struct {
 }
 
 func openRank(o Options, l fmpl.Launch, dir, peers string) (*rank, error) {
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), LocalRanks: l.LocalSize, LocalRank: l.LocalRank})
+	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
 	if err != nil {
 		return nil, err
 	}

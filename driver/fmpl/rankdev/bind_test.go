@@ -67,7 +67,7 @@ func TestRankBindsToItsCore(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
 	procs := runtime.GOMAXPROCS(0)
 	want, _ := bindCPU(1, 2, &before)
-	dev, err := Open(Options{Link: "shm", Dir: t.TempDir(), Node: 1, RegionSize: 4 << 20, LocalRanks: 2, LocalRank: 1})
+	dev, err := Open(Options{Link: "shm", Dir: t.TempDir(), Node: 1, RegionSize: 4 << 20, LocalRanks: 2, LocalRank: 1, Bind: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,12 +61,15 @@ type Options struct {
 	// environment says otherwise.
 	LocalRanks int
 	// LocalRank is this rank's index among the LocalRanks of its host
-	// (the launcher's local rank); give both or neither. When the
-	// LocalRanks fit the CPUs this process may use, the rank binds its
-	// threads to the LocalRank-th of them for as long as the device is
-	// open, so two ranks can never end up sharing one core while another
-	// is free of them (DIMMNET_BIND=0: never bind; see bind.go).
+	// (the launcher's local rank), read only with Bind.
 	LocalRank int
+	// Bind binds the rank's threads to the LocalRank-th of the CPUs this
+	// process may use, for as long as the device is open, when the
+	// LocalRanks fit them: two ranks can then never end up sharing one
+	// core while another is free of them (DIMMNET_BIND=0: never bind; see
+	// bind.go). Opt-in, because it needs a LocalRank the launcher gave:
+	// ranks that all passed the zero value would all bind to one CPU.
+	Bind bool
 	// Key is a pre-shared key file: every frame between the ranks'
 	// devices is authenticated (vdev/link/auth). Default: $DIMMNET_KEY, so
 	// ranks an outside launcher starts (mpirun -x DIMMNET_KEY=...) get it.
@@ -179,7 +182,9 @@ func Open(o Options) (*Device, error) {
 	// host whose driver yields its core at every look. A binding the
 	// kernel refuses leaves the rank unbound: it only guards against a
 	// slow placement, and the rank works without it.
-	dev.bound, _ = bind(o.LocalRank, o.LocalRanks)
+	if o.Bind {
+		dev.bound, _ = bind(o.LocalRank, o.LocalRanks)
+	}
 	return dev, nil
 }
 
