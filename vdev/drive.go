@@ -67,10 +67,21 @@ func (d *Device) Drive(on bool) {
 	if on {
 		d.driven.Add(1)
 		d.drove.Store(true)
+		if d.parker != nil {
+			d.parker.Park(false) // our thread polls the port: peers need not signal
+		}
 		return
 	}
 	if d.driven.Add(-1) > 0 {
 		return
+	}
+	// The engine parks only undriven ports before it sleeps. It stores
+	// DEV_SLEEP before it reads driven, and we cleared driven before we
+	// read DEV_SLEEP: one of us sees the other, so a sleeping engine's
+	// port is parked by it or by us, and the look below (urgent reads the
+	// port) catches a frame that came before.
+	if d.parker != nil && d.r.Load64(uapi.RegDevSleep) != 0 {
+		d.parker.Park(true)
 	}
 	for !d.running.CompareAndSwap(false, true) {
 		runtime.Gosched() // another goroutine's pass: a few µs at most

@@ -254,8 +254,14 @@ func (e *Engine) loop() {
 		e.sleeping.Store(true)
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 1)
-			if d.parker != nil {
-				d.parker.Park(true) // peers in other processes signal us from now on
+			if d.parker != nil && d.driven.Load() == 0 {
+				// Peers in other processes signal us from now on. Not while
+				// a driver's thread runs the device: it polls the port, and
+				// a signal would cost the sender a system call per frame
+				// (a third of the frames of a shared-memory ping-pong). A
+				// driver that leaves parks it (Drive); DEV_SLEEP, stored
+				// first, is what it reads to know.
+				d.parker.Park(true)
 			}
 			d.checkSleep(false)
 		}

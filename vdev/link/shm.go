@@ -694,7 +694,16 @@ func (p *shmPort) Done() {
 }
 
 // Park says whether the engine sleeps: peers signal our eventfd only then.
+// The engine and a driver's thread (Device.Drive) may call it at once:
+// under p.mu, so that the flags the peers read end as the last call left
+// parked, never parked with a peer left unflagged (it would not signal a
+// sleeping engine).
 func (p *shmPort) Park(sleeping bool) {
+	if p.parked.Load() == sleeping {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.parked.Swap(sleeping) == sleeping {
 		return
 	}

@@ -1,0 +1,74 @@
+package vdev
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
+)
+
+// parkPort records what the device last told its port about parking.
+type parkPort struct {
+	link.Port
+	parked atomic.Bool
+}
+
+func (p *parkPort) Park(sleeping bool) { p.parked.Store(sleeping) }
+
+// A port is parked (peers in other processes signal it) only while its
+// engine sleeps and no driver's thread runs the device: a driving thread
+// polls the port itself, and each signal would cost a sender a system
+// call. A driver that leaves a sleeping engine parks the port for it.
+func TestDrivenDevicePortNotParked(t *testing.T) {
+	hub := link.NewHub(4096, 64)
+	d, err := New(Config{Node: 1, RegionSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	hp, err := hub.Attach(d.MAC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := &parkPort{Port: hp}
+	d.AttachPort(port)
+	e, err := NewEngine(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(e.Stop)
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("hang guard: still not %s", what)
+			}
+		}
+	}
+	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
+
+	waitFor("an idle engine asleep with its port parked", func() bool { return asleep() && port.parked.Load() })
+
+	d.Drive(true)
+	if port.parked.Load() {
+		t.Fatal("a driven device's port stays parked: senders signal a device its driver polls")
+	}
+	// The engine wakes on its watch while the device is driven and falls
+	// asleep again: it must leave the driven device's port unparked.
+	slept := d.r.Load64(uapi.CtrSleeps.Off())
+	waitFor("the engine asleep again while the device is driven", func() bool {
+		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept
+	})
+	if port.parked.Load() {
+		t.Fatal("the engine parked the port of a device a driver runs")
+	}
+
+	d.Drive(false)
+	if asleep() && !port.parked.Load() {
+		t.Fatal("the driver left a sleeping engine's port unparked: nobody would wake for a frame")
+	}
+}
