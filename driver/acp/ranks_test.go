@@ -78,6 +78,11 @@ func rankMain(args []string) error {
 	if s := c.Stats(); s.Protocol != 0 {
 		return fmt.Errorf("rank %d: %d protocol violations", l.Rank, s.Protocol)
 	}
+	// As in TestDeviceAtomicsInProcess: the device did them, or the run
+	// proved nothing about device atomics on this link.
+	if n := c.Stats().DeviceAtomics; os.Getenv("ACP_TEST_DEVICE_ATOMICS") != "" && args[0] == "conformance" && l.Rank != 0 && n < 2 {
+		return fmt.Errorf("rank %d had %d atomics done by a device, want its Add8 and CAS8", l.Rank, n)
+	}
 	if d, ok := results.Load(l.Rank); ok {
 		fmt.Printf("result %x\n", d)
 	}
@@ -237,15 +242,28 @@ func TestConformanceBetweenProcesses(t *testing.T) { sameResults(t, runRanks(t, 
 // UDP sockets (loopback), as ranks on different hosts would be: the
 // paper's section 7 runs one program on two transports.
 func TestConformanceOverUDP(t *testing.T) {
+	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+loopbackPeers(t, 3)))
+}
+
+// TestDeviceAtomicsOverUDP is the conformance program with Add8 and CAS8
+// done by the target's device, its requests and old values crossing UDP.
+func TestDeviceAtomicsOverUDP(t *testing.T) {
+	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_DEVICE_ATOMICS=1", "ACP_TEST_PEERS="+loopbackPeers(t, 3)))
+}
+
+// loopbackPeers writes a peers file giving nodes 1..n loopback UDP ports
+// the kernel found free, all held until every one is chosen (no port
+// twice), then released for the ranks.
+func loopbackPeers(t *testing.T, n int) string {
+	t.Helper()
 	var b strings.Builder
 	var held []net.PacketConn
-	closeAll := func() {
+	defer func() {
 		for _, l := range held {
 			l.Close()
 		}
-	}
-	defer closeAll()
-	for r := range 3 { // ports the kernel found free, released for the ranks
+	}()
+	for r := range n {
 		l, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -257,9 +275,7 @@ func TestConformanceOverUDP(t *testing.T) {
 	if err := os.WriteFile(peers, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	closeAll()
-	held = nil
-	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_PEERS="+peers))
+	return peers
 }
 
 // TestDeviceAtomicsBetweenProcesses is the conformance program with Add8
