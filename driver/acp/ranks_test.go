@@ -178,19 +178,10 @@ func runRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...
 		c.Env = append(c.Env, env...)
 		bufs[r] = &bytes.Buffer{}
 		c.Stdout, c.Stderr = bufs[r], bufs[r]
-		start := c.Start
-		if seg != nil {
-			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
-			start = func() error { return seg.Start(c) }
-		}
-		if err := start(); err != nil {
-			for _, c := range cmds[:r] {
-				c.Process.Kill() // only the processes this test started
-				c.Wait()
-			}
-			t.Fatal(err)
-		}
 		cmds[r] = c
+	}
+	if err := rankdev.StartRanks(seg, cmds); err != nil {
+		t.Fatal(err)
 	}
 	hung := false
 	errs := subproc.WaitAll(cmds, hangGuard, func() {

@@ -23,8 +23,6 @@ import (
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // Record is one measurement, as --json prints it.
@@ -117,20 +115,11 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers := ""
-	if o.Link == "udp" {
-		peers = dir + "/peers"
-		if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(np)...); err != nil {
-			return nil, err
-		}
+	peers, seg, err := rankdev.LocalMedium(o.Link, dir, "dimmnet-mpbench-", np)
+	if err != nil {
+		return nil, err
 	}
-	var seg *netsetup.Segment
-	if o.Link == "afpacket" {
-		// A bridge with a veth per rank in a namespace of the run's own,
-		// removed afterwards: one host standing in for hosts on a switch.
-		if seg, err = netsetup.NewSegmentFor("dimmnet-mpbench-", np, 9000); err != nil {
-			return nil, fmt.Errorf("--link afpacket needs root and a network namespace: %w", err)
-		}
+	if seg != nil {
 		defer seg.Close()
 	}
 	cmds := make([]*exec.Cmd, np)
@@ -144,19 +133,10 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		if r == 0 {
 			c.Stdout = &out0
 		}
-		start := c.Start
-		if seg != nil {
-			c.Env = append(c.Env, "DIMMNET_IFNAME="+seg.IfName(r))
-			start = func() error { return seg.Start(c) }
-		}
-		if err := start(); err != nil {
-			for _, c := range cmds[:r] {
-				c.Process.Kill() // the ranks this run started
-				c.Wait()
-			}
-			return nil, fmt.Errorf("start rank %d: %w", r, err)
-		}
 		cmds[r] = c
+	}
+	if err := rankdev.StartRanks(seg, cmds); err != nil {
+		return nil, err
 	}
 	for r, e := range subproc.WaitAll(cmds, 0, nil) {
 		if e != nil {
