@@ -3,7 +3,6 @@ package acp_test
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
@@ -242,28 +242,12 @@ func TestDeviceAtomicsOverUDP(t *testing.T) {
 	sameResults(t, runRanks(t, 3, "conformance", "ACP_TEST_LINK=udp", "ACP_TEST_DEVICE_ATOMICS=1", "ACP_TEST_PEERS="+loopbackPeers(t, 3)))
 }
 
-// loopbackPeers writes a peers file giving nodes 1..n loopback UDP ports
-// the kernel found free, all held until every one is chosen (no port
-// twice), then released for the ranks.
+// loopbackPeers writes a peers file giving nodes 1..n free loopback UDP
+// ports for one test.
 func loopbackPeers(t *testing.T, n int) string {
 	t.Helper()
-	var b strings.Builder
-	var held []net.PacketConn
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for r := range n {
-		l, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		fmt.Fprintf(&b, "node %d %s\n", r+1, l.LocalAddr())
-	}
 	peers := t.TempDir() + "/peers"
-	if err := os.WriteFile(peers, []byte(b.String()), 0o600); err != nil {
+	if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(n)...); err != nil {
 		t.Fatal(err)
 	}
 	return peers

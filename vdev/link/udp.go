@@ -343,15 +343,22 @@ func ParsePeers(r io.Reader) (map[string]string, error) {
 // WriteLoopbackPeers writes a peers file (ParsePeers' format) giving each
 // of nodes a loopback UDP port free when it was chosen, for a job whose
 // devices all run on this host (benchmarks, conformance runs, tests).
+// Every port is held until all are chosen, so no two nodes get one port.
 func WriteLoopbackPeers(path string, nodes ...uint16) error {
 	var b strings.Builder
+	held := make([]net.PacketConn, 0, len(nodes))
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for _, n := range nodes {
 		l, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("peers %s: %w", path, err)
 		}
+		held = append(held, l)
 		fmt.Fprintf(&b, "node %d %s\n", n, l.LocalAddr())
-		l.Close()
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
