@@ -164,7 +164,9 @@ type Stats struct {
 	// Reordered frames were held back and delivered after a later one
 	// (or, with no later one, after MaxHold).
 	Reordered uint64
-	// Corrupted frames had one bit flipped.
+	// Corrupted frames were delivered with one bit flipped (a corrupted
+	// frame that was also duplicated counts twice: both copies fail the
+	// receiver's CRC).
 	Corrupted uint64
 	// Delayed frames were held for Config.Delay before delivery.
 	Delayed uint64
@@ -382,6 +384,9 @@ func (p *Port) admit(f []byte, now time.Time) {
 	if dup {
 		p.q = append(p.q, queued{append(p.inner.Buffer(), f...), due})
 		p.duplicated.Add(1)
+		if corrupt && len(f) > ethHeaderLen {
+			p.corrupted.Add(1) // the copy carries the flipped bit too: one more frame the CRC must catch
+		}
 	}
 	if c.Delay > 0 {
 		p.delayed.Add(uint64(len(p.q) - n))

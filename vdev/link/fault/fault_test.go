@@ -279,6 +279,37 @@ func TestCorruptFlipsOneBitPastEthernet(t *testing.T) {
 	checkClosed(t, b, cnt)
 }
 
+// A corrupted frame that is also duplicated is delivered twice with its
+// flipped bit, so it counts as two corrupted frames: the receiver's CRC
+// must fail both, and a test comparing CRC failures with Corrupted needs
+// them counted that way.
+func TestCorruptDuplicateCountsBothCopies(t *testing.T) {
+	a, b, cnt := pair(t, Config{Corrupt: 1, Dup: 1, Seed: 3})
+	const n = 20
+	p := wire.NewParser()
+	for i := range n {
+		h := wire.Header{Version: wire.Version1, Type: wire.TypePush, Seq: uint32(i), Flags: wire.FlagCRC}
+		f := wire.AppendFrame(a.Buffer(), wire.NodeMAC(2), a.MAC(), &h, bytes.Repeat([]byte{byte(i)}, 40))
+		if err := a.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 * n {
+		f := b.Recv()
+		if f == nil {
+			t.Fatalf("copy %d missing", i)
+		}
+		if _, _, err := p.Parse(f); err == nil {
+			t.Fatalf("copy %d: a corrupted frame's copy passed the parser", i)
+		}
+		b.Release(f)
+	}
+	if s := b.Stats(); s != (Stats{Corrupted: 2 * n, Duplicated: n}) {
+		t.Fatalf("stats %+v, want %d corrupted copies of %d duplicated frames", s, 2*n, n)
+	}
+	checkClosed(t, b, cnt)
+}
+
 func TestDelayHoldsFrames(t *testing.T) {
 	const delay = 20 * time.Millisecond
 	a, b, cnt := pair(t, Config{Delay: delay})
