@@ -7,48 +7,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-)
 
-// The ranks of a host that fit its cores each take the core of their
-// local rank among the CPUs the process may use; ranks that do not fit,
-// an unknown count, a rank alone on its host, a process already bound to
-// one CPU, and DIMMNET_BIND=0 leave the scheduler to place them.
-func TestRankBindingChoosesOneCorePerRank(t *testing.T) {
-	set := func(cpus ...int) *unix.CPUSet {
-		var s unix.CPUSet
-		for _, c := range cpus {
-			s.Set(c)
-		}
-		return &s
-	}
-	cases := []struct {
-		name     string
-		local, n int
-		allowed  *unix.CPUSet
-		env      string
-		cpu      int
-		ok       bool
-	}{
-		{"first of two", 0, 2, set(0, 1), "", 0, true},
-		{"second of two", 1, 2, set(0, 1), "", 1, true},
-		{"the allowed CPUs, in order", 1, 2, set(2, 5, 7), "", 5, true},
-		{"more ranks than CPUs", 2, 3, set(0, 1), "", 0, false},
-		{"count unknown", 0, 0, set(0, 1), "", 0, false},
-		{"bound already", 0, 2, set(3), "", 0, false},
-		{"alone on its host", 0, 1, set(0, 1), "", 0, false},
-		{"local rank out of range", 2, 2, set(0, 1, 2), "", 0, false},
-		{"environment says no", 1, 2, set(0, 1), "0", 0, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("DIMMNET_BIND", c.env)
-			cpu, ok := bindCPU(c.local, c.n, c.allowed)
-			if ok != c.ok || ok && cpu != c.cpu {
-				t.Fatalf("local rank %d of %d: CPU %d, %v; want %d, %v", c.local, c.n, cpu, ok, c.cpu, c.ok)
-			}
-		})
-	}
-}
+	"github.com/dimmnet/dimmnet/internal/cpubind"
+)
 
 // A rank whose host's ranks fit its cores binds every thread of its
 // process to its core and runs one thread of Go code while its device is
@@ -66,7 +27,7 @@ func TestRankBindsToItsCore(t *testing.T) {
 	t.Setenv("DIMMNET_BIND", "")
 	t.Setenv("GOMAXPROCS", "")
 	procs := runtime.GOMAXPROCS(0)
-	want, _ := bindCPU(1, 2, &before)
+	want, _ := cpubind.CPU(1, 2, &before)
 	dev, err := Open(Options{Link: "shm", Dir: t.TempDir(), Node: 1, RegionSize: 4 << 20, LocalRanks: 2, LocalRank: 1, Bind: true})
 	if err != nil {
 		t.Fatal(err)

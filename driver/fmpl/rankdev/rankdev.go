@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -67,8 +68,9 @@ type Options struct {
 	// process may use, for as long as the device is open, when the
 	// LocalRanks fit them: two ranks can then never end up sharing one
 	// core while another is free of them (DIMMNET_BIND=0: never bind; see
-	// bind.go). Opt-in, because it needs a LocalRank the launcher gave:
-	// ranks that all passed the zero value would all bind to one CPU.
+	// internal/cpubind). Opt-in, because it needs a LocalRank the
+	// launcher gave: ranks that all passed the zero value would all bind
+	// to one CPU.
 	Bind bool
 	// Key is a pre-shared key file: every frame between the ranks'
 	// devices is authenticated (vdev/link/auth). Default: $DIMMNET_KEY, so
@@ -99,7 +101,7 @@ type Device struct {
 	Driver *driver.Driver
 	local  *vdev.Local
 	jobDir string // the rendezvous directory derived from the job id, ours to tidy
-	bound  *binding
+	bound  *cpubind.Binding
 	node   uint16
 	check  bool
 }
@@ -113,7 +115,7 @@ func (d *Device) Close() error {
 	if v := d.Driver.Counter(uapi.CtrViolations); d.check && v > 0 {
 		err = fmt.Errorf("node %d: %d violations %v: %w", d.node, v, d.Driver.Region().ReadViolations(), ErrViolations)
 	}
-	err = errors.Join(err, d.Driver.Close(), d.local.Close(), d.bound.restore())
+	err = errors.Join(err, d.Driver.Close(), d.local.Close(), d.bound.Restore())
 	if d.jobDir != "" {
 		os.Remove(filepath.Join(d.jobDir, fmt.Sprintf("node%d.lock", d.node)))
 		os.Remove(d.jobDir) // fails while other ranks' files remain
@@ -183,7 +185,7 @@ func Open(o Options) (*Device, error) {
 	// kernel refuses leaves the rank unbound: it only guards against a
 	// slow placement, and the rank works without it.
 	if o.Bind {
-		dev.bound, _ = bind(o.LocalRank, o.LocalRanks)
+		dev.bound, _ = cpubind.Bind(o.LocalRank, o.LocalRanks)
 	}
 	return dev, nil
 }
