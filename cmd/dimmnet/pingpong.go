@@ -110,7 +110,7 @@ func pingpongCmd(args []string) error {
 		}
 		// The floors this run is judged against, on the machine as it is
 		// now, with the daemon idle.
-		raw, err := pingpong.RawBaselines(*rawTime, progress)
+		raw, err := pingpong.RawBaselines(*rawTime, false, progress)
 		if err != nil {
 			return err
 		}

@@ -69,6 +69,11 @@ type Result struct {
 	Keyed    bool      `json:"keyed,omitempty"`
 	Unkeyed  *Lossless `json:"unkeyed,omitempty"`
 	KeyRatio *Ratio    `json:"key_ratio,omitempty"`
+	// Bound says each process of the measurement ran bound to a CPU of
+	// its own (internal/cpubind), so two spinning processes could not
+	// be put on one core; a record without it ran where the scheduler
+	// put it.
+	Bound bool `json:"bound,omitempty"`
 }
 
 // Recovery is what the devices did to make a lossy link reliable during one

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"golang.org/x/sys/unix"
@@ -134,14 +135,17 @@ var rawBounds = map[string]struct{ warm, max int }{
 // RawBaselines measures every raw baseline (RawConditions), each for about
 // budget (a few hundred round trips of the slowest, fewer when budget
 // ends first), and reports each as a record of size 8 with mode "raw".
-// progress, if not nil, is told which one runs.
-func RawBaselines(budget time.Duration, progress func(string)) ([]Result, error) {
+// With bind, the processes of each baseline that fit the CPUs this
+// process may use run bound one to a CPU (see RawBaseline), as a device
+// run bound the same way must be judged. progress, if not nil, is told
+// which one runs.
+func RawBaselines(budget time.Duration, bind bool, progress func(string)) ([]Result, error) {
 	var res []Result
 	for i, c := range RawConditions {
 		if progress != nil {
 			progress(fmt.Sprintf("raw baseline %d/%d: %s", i+1, len(RawConditions), c))
 		}
-		r, err := RawBaseline(c, budget)
+		r, err := RawBaseline(c, budget, bind)
 		if err != nil {
 			return nil, err
 		}
@@ -154,19 +158,26 @@ func RawBaselines(budget time.Duration, progress func(string)) ([]Result, error)
 // processes: this executable started again as the other ends (subproc, so
 // a test binary must call subproc.Main in TestMain). The children die with
 // this process and are reaped before it returns, error or not.
-func RawBaseline(cond string, budget time.Duration) (Result, error) {
+//
+// With bind, and when the baseline's processes (this one and its
+// children: two for the word and UDP ping-pongs, three for the
+// hand-offs) fit the CPUs this process may use, each runs bound to one of
+// them, this process to the first (cpubind.CPUs); this process gets its
+// CPUs back before it returns, and every child is bound from its start
+// alone. The record's Bound says which it was.
+func RawBaseline(cond string, budget time.Duration, bind bool) (Result, error) {
 	var r Result
 	var err error
 	switch cond {
 	case CondWord:
-		r, err = shmBaseline(cond, waitSpin, budget, [][]hop{{{slotA2R, slotR2A, -1, -1}}})
+		r, err = shmBaseline(cond, waitSpin, budget, bind, [][]hop{{{slotA2R, slotR2A, -1, -1}}})
 	case CondHandoffSpin, CondHandoffYield, CondHandoffEventfd:
 		wk := strings.TrimPrefix(cond, "handoff_")
 		relay := []hop{{slotA2R, slotR2B, fdEvRelay, fdEvB}, {slotB2R, slotR2A, fdEvRelay, fdEvA}}
 		b := []hop{{slotR2B, slotB2R, fdEvB, fdEvRelay}}
-		r, err = shmBaseline(cond, wk, budget, [][]hop{relay, b})
+		r, err = shmBaseline(cond, wk, budget, bind, [][]hop{relay, b})
 	case CondUDP:
-		r, err = udpBaseline(budget)
+		r, err = udpBaseline(budget, bind)
 	default:
 		return Result{}, fmt.Errorf("%w: %q (want one of %s)", ErrUnknownRaw, cond, strings.Join(RawConditions, ", "))
 	}
@@ -322,15 +333,21 @@ type family struct {
 
 func newFamily() *family { return &family{anyDone: make(chan struct{})} }
 
-// start runs role with args as a new child holding files as fd 3, 4, ...
-func (f *family) start(role string, files []*os.File, args ...string) error {
+// start runs role with args as a new child holding files as fd 3, 4, ...,
+// bound to CPU cpu alone if cpu >= 0.
+func (f *family) start(role string, files []*os.File, cpu int, args ...string) error {
 	c, err := subproc.Command(role, args...)
 	if err != nil {
 		return err
 	}
 	c.ExtraFiles = files
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.Start(); err != nil {
+	if cpu >= 0 {
+		err = cpubind.Start(c, cpu)
+	} else {
+		err = c.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("start %s: %w", role, err)
 	}
 	done := make(chan error, 1)
@@ -400,9 +417,40 @@ func watchdog(f *family, limit time.Duration, abort *atomic.Pointer[error], wake
 	return func() { once.Do(func() { close(quit) }) }
 }
 
-// testHookStarted, when set (tests only), runs once a shared-memory
-// baseline's children are started and watched.
+// testHookStarted, when set (tests only), runs once a baseline's children
+// are started and watched and this process is bound (if it is).
 var testHookStarted func(*family)
+
+// bindFamily is the CPU of each process of a baseline of n (this one
+// first), or nil to leave them unbound: without bind, or when they do not
+// fit (cpubind.CPUs).
+func bindFamily(bind bool, n int) ([]int, error) {
+	if !bind {
+		return nil, nil
+	}
+	allowed, err := cpubind.Allowed()
+	if err != nil {
+		return nil, err
+	}
+	return cpubind.CPUs(n, &allowed), nil
+}
+
+// kidCPU is the CPU of child i in cpus (bindFamily), -1 for unbound.
+func kidCPU(cpus []int, i int) int {
+	if cpus == nil {
+		return -1
+	}
+	return cpus[1+i]
+}
+
+// pinSelf binds this process to its CPU in cpus (nil: does nothing); the
+// Binding's Restore gives its CPUs back.
+func pinSelf(cpus []int) (*cpubind.Binding, error) {
+	if cpus == nil {
+		return nil, nil
+	}
+	return cpubind.Pin(cpus[0])
+}
 
 // hardLimit is how long one raw baseline may take in all before it is
 // called stuck: its budget twice over, and time for processes to start on
@@ -412,7 +460,11 @@ func hardLimit(budget time.Duration) time.Duration { return 2*budget + 10*time.S
 // shmBaseline runs a hand-off through a shared page: this process is A,
 // writing slotA2R and waiting for slotR2A; kids are the echo processes'
 // hops. Word and hand-off baselines differ only in their children.
-func shmBaseline(cond, wk string, budget time.Duration, kids [][]hop) (res Result, err error) {
+func shmBaseline(cond, wk string, budget time.Duration, bind bool, kids [][]hop) (res Result, err error) {
+	cpus, err := bindFamily(bind, 1+len(kids))
+	if err != nil {
+		return res, err
+	}
 	mfd, err := unix.MemfdCreate("dimmnet-raw", unix.MFD_CLOEXEC)
 	if err != nil {
 		return res, fmt.Errorf("memfd: %w", err)
@@ -461,15 +513,22 @@ func shmBaseline(cond, wk string, budget time.Duration, kids [][]hop) (res Resul
 			}
 		}
 	}()
-	for _, hops := range kids {
+	for i, hops := range kids {
 		args := []string{strconv.Itoa(os.Getpid()), wk}
 		for _, h := range hops {
 			args = append(args, h.String())
 		}
-		if err := f.start(roleEcho, files, args...); err != nil {
+		if err := f.start(roleEcho, files, kidCPU(cpus, i), args...); err != nil {
 			return res, err
 		}
 	}
+	// Bound after the children started, so none inherits our one CPU;
+	// unbound (and the children told to stop) before we return.
+	b, err := pinSelf(cpus)
+	if err != nil {
+		return res, err
+	}
+	defer b.Restore()
 	var abort atomic.Pointer[error]
 	stopWatch := watchdog(f, hardLimit(budget), &abort, func() {
 		if evA >= 0 {
@@ -517,7 +576,9 @@ func shmBaseline(cond, wk string, budget time.Duration, kids [][]hop) (res Resul
 		}
 		return nil
 	}
-	return measureRaw(cond, budget, rt)
+	res, err = measureRaw(cond, budget, rt)
+	res.Bound = cpus != nil
+	return res, err
 }
 
 // measureRaw runs warm-up round trips (at most a tenth of budget), then
@@ -559,7 +620,11 @@ func measureRaw(cond string, budget time.Duration, rt func(i uint64) error) (Res
 
 // udpBaseline ping-pongs 8-byte datagrams with a child over loopback, both
 // blocking in recv on plain sockets (no Go poller in the way).
-func udpBaseline(budget time.Duration) (res Result, err error) {
+func udpBaseline(budget time.Duration, bind bool) (res Result, err error) {
+	cpus, err := bindFamily(bind, 2)
+	if err != nil {
+		return res, err
+	}
 	var fds [2]int
 	var socks [2]*os.File // they close the sockets, whichever way we return
 	for i := range fds {
@@ -605,8 +670,16 @@ func udpBaseline(budget time.Duration) (res Result, err error) {
 			}
 		}
 	}()
-	if err := f.start(roleUDPEcho, []*os.File{socks[1]}, strconv.Itoa(os.Getpid())); err != nil {
+	if err := f.start(roleUDPEcho, []*os.File{socks[1]}, kidCPU(cpus, 0), strconv.Itoa(os.Getpid())); err != nil {
 		return res, err
+	}
+	b, err := pinSelf(cpus)
+	if err != nil {
+		return res, err
+	}
+	defer b.Restore()
+	if testHookStarted != nil {
+		testHookStarted(f)
 	}
 	var buf [16]byte
 	recv := func() (int, error) {
@@ -645,7 +718,9 @@ func udpBaseline(budget time.Duration) (res Result, err error) {
 		}
 		return nil
 	}
-	return measureRaw(CondUDP, budget, rt)
+	res, err = measureRaw(CondUDP, budget, rt)
+	res.Bound = cpus != nil
+	return res, err
 }
 
 // rawUDPEcho is the UDP echo process: args PPID; its connected socket is
@@ -749,9 +824,10 @@ func PrintRaw(w io.Writer, device, raw []Result) {
 		ratio[[2]string{q.Mode, q.Baseline}] = q
 	}
 	fmt.Fprintln(w, "\nraw baselines, same run: 8 bytes between processes without the device, RTT/2 in µs;")
-	fmt.Fprintln(w, "device / baseline = the device's 8 B linkmem RTT/2 over it, median (mean)")
+	fmt.Fprintln(w, "device / baseline = the device's 8 B linkmem RTT/2 over it, median (mean);")
+	fmt.Fprintln(w, "bound = each process of the baseline on a CPU of its own")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "baseline\tmedian µs\tmean µs\tround trips\tPUSH / baseline\tIPUSH / baseline\t")
+	fmt.Fprintln(tw, "baseline\tmedian µs\tmean µs\tround trips\tPUSH / baseline\tIPUSH / baseline\tbound\t")
 	for _, r := range raw {
 		if r.Mode != ModeRaw || r.Condition == CondMemcpy {
 			continue
@@ -764,7 +840,7 @@ func PrintRaw(w io.Writer, device, raw []Result) {
 				fmt.Fprint(tw, "-\t")
 			}
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "%s\t\n", yesNo(r.Bound))
 	}
 	tw.Flush()
 	l, ok := HandoffLimit(raw)
@@ -783,6 +859,13 @@ func PrintRaw(w io.Writer, device, raw []Result) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // fmtRatio keeps two significant digits for small ratios and drops the

@@ -25,7 +25,7 @@ func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math
 // finite figures, and a device's ratios to them are finite.
 func TestRawBaselinesAllConditions(t *testing.T) {
 	var seen []string
-	raw, err := RawBaselines(50*time.Millisecond, func(s string) { seen = append(seen, s) })
+	raw, err := RawBaselines(50*time.Millisecond, true, func(s string) { seen = append(seen, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestHandoffLimitIsSmallestHandoffMedian(t *testing.T) {
 }
 
 func TestRawBaselineUnknown(t *testing.T) {
-	if _, err := RawBaseline("telepathy", time.Millisecond); !errors.Is(err, ErrUnknownRaw) {
+	if _, err := RawBaseline("telepathy", time.Millisecond, false); !errors.Is(err, ErrUnknownRaw) {
 		t.Fatalf("err %v, want ErrUnknownRaw", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestRawChildDeathFailsAndReaps(t *testing.T) {
 	}
 	defer func() { testHookStarted = nil }()
 	start := time.Now()
-	_, err := RawBaseline(CondHandoffEventfd, 10*time.Second)
+	_, err := RawBaseline(CondHandoffEventfd, 10*time.Second, false)
 	if !errors.Is(err, ErrRawChild) {
 		t.Fatalf("err %v, want ErrRawChild", err)
 	}
@@ -131,7 +131,7 @@ func BenchmarkRawBaselines(b *testing.B) {
 			var r Result
 			for range b.N {
 				var err error
-				if r, err = RawBaseline(c, 200*time.Millisecond); err != nil {
+				if r, err = RawBaseline(c, 200*time.Millisecond, true); err != nil {
 					b.Fatal(err)
 				}
 			}

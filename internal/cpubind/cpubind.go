@@ -215,6 +215,29 @@ func Start(cmd *exec.Cmd, cpu int) error {
 	return <-errc
 }
 
+// ThreadSets is the CPU affinity of every thread of process pid, by
+// thread id: what shows a binding from outside (a thread that exits
+// meanwhile is left out), for tests and reports.
+func ThreadSets(pid int) (map[int]unix.CPUSet, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("cpubind: threads of process %d: %w", pid, err)
+	}
+	sets := map[int]unix.CPUSet{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var s unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &s); err != nil {
+			continue // the thread exited
+		}
+		sets[tid] = s
+	}
+	return sets, nil
+}
+
 // setAllThreads sets the affinity of every thread of the process, going
 // over the list again until it sees no thread it has not set (the runtime
 // may start one meanwhile, inheriting its creator's old mask).

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -174,21 +173,12 @@ func TestStartBindsTheChildOnly(t *testing.T) {
 	}
 }
 
-// taskSets is the CPU affinity of every thread of process pid.
+// taskSets is ThreadSets, failing the test on an error.
 func taskSets(t *testing.T, pid int) map[int]unix.CPUSet {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	sets, err := ThreadSets(pid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	sets := map[int]unix.CPUSet{}
-	for _, e := range ents {
-		tid, _ := strconv.Atoi(e.Name())
-		var s unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &s); err != nil {
-			continue // the thread exited
-		}
-		sets[tid] = s
 	}
 	return sets
 }

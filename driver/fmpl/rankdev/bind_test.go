@@ -3,7 +3,6 @@ package rankdev
 import (
 	"os"
 	"runtime"
-	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -56,18 +55,9 @@ func TestRankBindsToItsCore(t *testing.T) {
 // threadSets is the CPU affinity of every thread of this process.
 func threadSets(t *testing.T) map[int]unix.CPUSet {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/task")
+	sets, err := cpubind.ThreadSets(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
-	}
-	sets := map[int]unix.CPUSet{}
-	for _, e := range ents {
-		tid, _ := strconv.Atoi(e.Name())
-		var s unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &s); err != nil {
-			continue // the thread exited
-		}
-		sets[tid] = s
 	}
 	return sets
 }
