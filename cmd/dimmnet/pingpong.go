@@ -19,6 +19,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,8 @@ func pingpongCmd(args []string) error {
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
 	node := fs.Int("node", 2, "with --shm-responder: this process's node id")
+	noBind := fs.Bool("no-bind", false, "with --link shm: leave the two processes, and the raw baselines measured beside them, where the scheduler puts them. By default, when they fit the CPUs this process may use, each runs bound to a CPU of its own (two spinning processes put on one core ran 100-500x slower); with one CPU (taskset -c N) nothing is bound. DIMMNET_BIND=0 also turns it off")
+	bindCPU := fs.Int("bind-cpu", -1, "with --shm-responder: bind this process to this CPU once its device is open (what --link shm passes; -1: unbound)")
 	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,11 +72,11 @@ func pingpongCmd(args []string) error {
 	defer progress("")
 	switch {
 	case *responder != "":
-		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, pl)
+		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, -1, pl)
 	case *shmResponder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) {
 			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
-		}, *peer, *maxSize, *verify, pl)
+		}, *peer, *maxSize, *verify, *bindCPU, pl)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
@@ -97,7 +100,7 @@ func pingpongCmd(args []string) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			pp = shmPair(dir, *payload, *keyFile, *check)
+			pp = shmPair(dir, *payload, *keyFile, *check, !*noBind)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
 		if err != nil {
@@ -108,9 +111,14 @@ func pingpongCmd(args []string) error {
 				res[i].Keyed = true
 			}
 		}
+		bound := len(res) > 0 && res[0].Bound
+		if bound {
+			pp.title += ", each bound to a CPU of its own (--no-bind: unbound)"
+		}
 		// The floors this run is judged against, on the machine as it is
-		// now, with the daemon idle.
-		raw, err := pingpong.RawBaselines(*rawTime, false, progress)
+		// now, with the daemon idle; bound as the device's processes were
+		// (those that fit), so the ratios compare like with like.
+		raw, err := pingpong.RawBaselines(*rawTime, pp.bind, progress)
 		if err != nil {
 			return err
 		}
@@ -398,7 +406,15 @@ type procPair struct {
 	where      string   // for messages: the responder's socket or directory
 	path, link string   // the records' path and link
 	title      string   // the table's heading
+	// bind binds the two processes one to a CPU when they fit the CPUs
+	// this one may use (cpubind): both spin while they wait, and the
+	// scheduler may otherwise keep them on one core for a whole run.
+	bind bool
 }
+
+// testHookRunning, when set (tests only), runs once both processes of a
+// two-process run are ready (and bound, if they are), before the plan.
+var testHookRunning func(responder int)
 
 // attachPair runs two processes attached to a daemon's devices.
 func attachPair(sockA, sockB string) procPair {
@@ -438,7 +454,23 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 	}
 	maxSize := fs.Lookup("max").Value.String()
 	iters := fs.Lookup("iters").Value.String()
-	cmd := exec.Command(exe, slices.Concat([]string{"pingpong"}, pp.responder, []string{"--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters,
+	// Each process binds itself once its device is open and it is on its
+	// own: a driver judges at Open whether it has a core of its own (one
+	// CPU: it yields at every look), and a child started after we bound
+	// would inherit our one CPU.
+	var cpus []int
+	if pp.bind {
+		allowed, err := cpubind.Allowed()
+		if err != nil {
+			return nil, 0, err
+		}
+		cpus = cpubind.CPUs(2, &allowed)
+	}
+	respArgs := slices.Clone(pp.responder)
+	if cpus != nil {
+		respArgs = append(respArgs, "--bind-cpu", strconv.Itoa(cpus[1]))
+	}
+	cmd := exec.Command(exe, slices.Concat([]string{"pingpong"}, respArgs, []string{"--peer", fmt.Sprint(d.Node()), "--max", maxSize, "--iters", iters,
 		"--verify=" + strconv.FormatBool(verify)})...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // the responder dies with us
@@ -459,6 +491,16 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 	if _, err := fmt.Fscanf(out, "ready %d\n", &peer); err != nil {
 		cmd.Wait()
 		return nil, 0, fmt.Errorf("responder on %s did not get ready: %w", pp.where, err)
+	}
+	if cpus != nil {
+		b, err := cpubind.Pin(cpus[0])
+		if err != nil {
+			return nil, 0, fmt.Errorf("initiator: %w", err)
+		}
+		defer b.Restore() // before the raw baselines start their children
+	}
+	if testHookRunning != nil {
+		testHookRunning(cmd.Process.Pid)
 	}
 	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	max, _ := strconv.Atoi(maxSize)
@@ -490,17 +532,18 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 		if err != nil {
 			return nil, 0, err
 		}
-		r.Path, r.Link = pp.path, pp.link
+		r.Path, r.Link, r.Bound = pp.path, pp.link, cpus != nil
 		res = append(res, r)
 	}
 	e := <-ended
 	return res, e.verified, e.err
 }
 
-// respondProcess is the responder process: attach, set up, say ready,
-// serve the plan (each measurement's timed count read from stdin, as the
-// initiator chose it), say how many messages it verified.
-func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize int, verify bool, pl []step) error {
+// respondProcess is the responder process: attach, bind to cpu if it is
+// not -1, set up, say ready, serve the plan (each measurement's timed
+// count read from stdin, as the initiator chose it), say how many
+// messages it verified.
+func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize int, verify bool, cpu int, pl []step) error {
 	if peer < 0 || peer > 65535 {
 		return fmt.Errorf("a responder needs --peer NODE (the initiator's node id)")
 	}
@@ -509,6 +552,13 @@ func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize i
 		return err
 	}
 	defer release()
+	if cpu >= 0 { // after Open: the driver judged the CPUs it may use unbound
+		bd, err := cpubind.Pin(cpu)
+		if err != nil {
+			return fmt.Errorf("responder: %w", err)
+		}
+		defer bd.Restore()
+	}
 	b := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
 	if err := pingpong.SetupSide(b, maxSize); err != nil {
 		return err

@@ -12,9 +12,10 @@ import (
 )
 
 // shmPair runs two processes on the shared-memory link of dir: this one as
-// node 1, a child as node 2, each embedding its device.
-func shmPair(dir string, payload int, keyFile string, check bool) procPair {
-	pp := procPair{
+// node 1, a child as node 2, each embedding its device; with bind, each
+// on a CPU of its own when two fit (procPair.bind).
+func shmPair(dir string, payload int, keyFile string, check, bind bool) procPair {
+	pp := procPair{bind: bind,
 		open:      func() (*driver.Driver, func(), error) { return shmDevice(dir, 1, payload, keyFile, check) },
 		responder: []string{"--shm-responder", dir, "--node", "2", "--mtu", strconv.Itoa(payload)}, where: "the shared-memory link",
 		path: "process", link: "shm", title: "two processes, each with its device, on the shared-memory link",
