@@ -46,7 +46,7 @@ func pingpongCmd(args []string) error {
 	responder := fs.String("responder", "", "run only the responder role on this socket (what --attach starts; it reads each measurement's timed count from stdin)")
 	shmResponder := fs.String("shm-responder", "", "run only the responder role on the shared-memory link of this directory, as --node (what --link shm starts)")
 	node := fs.Int("node", 2, "with --shm-responder: this process's node id")
-	noBind := fs.Bool("no-bind", false, "with --link shm: leave the two processes, and the raw baselines measured beside them, where the scheduler puts them. By default, when they fit the CPUs this process may use, each runs bound to a CPU of its own (two spinning processes put on one core ran 100-500x slower); with one CPU (taskset -c N) nothing is bound. DIMMNET_BIND=0 also turns it off")
+	noBind := fs.Bool("no-bind", false, "with --link shm: leave the two processes, and the raw baselines measured beside them, where the scheduler puts them. By default, when they fit the CPUs this process may use, each runs bound to a CPU of its own (two spinning processes the scheduler kept on one core ran 150-600x slower); with one CPU (taskset -c N) nothing is bound. DIMMNET_BIND=0 also turns it off")
 	bindCPU := fs.Int("bind-cpu", -1, "with --shm-responder: bind this process to this CPU once its device is open (what --link shm passes; -1: unbound)")
 	peer := fs.Int("peer", -1, "with --responder: the initiator's node id")
 	if err := fs.Parse(args); err != nil {
