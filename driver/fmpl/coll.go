@@ -6,13 +6,15 @@ import (
 	"fmt"
 )
 
-// Collectives (2.7, 3.3, 5.2) are binomial trees over the zero-copy
-// point-to-point path, on matching areas of their own beyond Count, so
-// they never take a tag from the program. Every member must call them in
-// the same order. A device with hardware multicast would take over the
-// fan-out halves: Bcast's tree and the release phase of Barrier and
-// Allreduce; the fan-in (Reduce, Barrier's arrival) stays in software
-// because it computes.
+// Collectives (2.7, 3.3, 5.2) run over the zero-copy point-to-point path,
+// on matching areas of their own beyond Count, so they never take a tag
+// from the program. Every member must call them in the same order. Bcast,
+// Reduce and Allreduce are binomial trees; Barrier is a dissemination
+// barrier (ceil(log2 p) rounds in which every rank sends and receives). A
+// device with hardware multicast would take over the fan-out halves:
+// Bcast's tree and Allreduce's release; a barrier on it would become a
+// gather and one multicast (two message latencies whatever p). The
+// fan-in (Reduce) stays in software because it computes.
 
 // commInfo is one communicator: its world ranks in rank order.
 type commInfo struct {
@@ -152,8 +154,15 @@ func (w *World) recvColl(buf []byte, r, slot int) (Msg, error) {
 // token is what Barrier's messages carry: its size is all that matters.
 var token [8]byte
 
-// Barrier blocks until every rank of comm has called it (fmpl_barrier):
-// a fan-in to rank 0 and a fan-out back, both binomial trees.
+// Barrier blocks until every rank of comm has called it (fmpl_barrier).
+// It is a dissemination barrier: in round k every rank sends to the rank
+// 2^k above it and receives from the rank 2^k below (mod p), so after
+// ceil(log2 p) rounds each has heard, directly or through others, from
+// all. That is ceil(log2 p) message latencies where a fan-in and fan-out
+// tree takes twice as many, and no rank idles while the root works. Every
+// round's receive is posted on entry: a send waits for its receiver's
+// header (sender-side matching), and posting each only when its round
+// comes would put a header's trip in front of every round.
 func (w *World) Barrier(comm Comm) error {
 	if !w.live {
 		return ErrNotInit
@@ -162,19 +171,48 @@ func (w *World) Barrier(comm Comm) error {
 	if err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}
+	if err := w.barrier(c); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	return nil
+}
+
+func (w *World) barrier(c *commInfo) error {
 	slot := w.cfg.Count + idxBarrier
-	var tok [8]byte
-	up, err := w.fanIn(c, 0, slot, func(child int) error {
-		_, err := w.recvColl(tok[:], child, slot)
+	p, me := len(c.ranks), c.me
+	rounds := 0
+	for d := 1; d < p; d <<= 1 {
+		rounds++
+	}
+	from := func(k int) int { return c.ranks[(me-(1<<k)%p+p)%p] }
+	to := func(k int) int { return c.ranks[(me+1<<k)%p] }
+	posted := 0 // rounds whose receive is still posted: [done, posted)
+	done := 0
+	fail := func(err error) error { // leave nothing posted for the next call to trip on
+		for k := done; k < posted; k++ {
+			if w.slots[w.slotOff(from(k), slot)].recv != nil {
+				w.dropRecv(from(k), slot)
+			}
+		}
 		return err
-	}, func(parent int) error { return w.sendColl(token[:], parent, slot, false) })
-	if err != nil {
-		return fmt.Errorf("barrier: %w", err)
 	}
-	if err := w.bcast(tok[:], 0, c, slot); err != nil {
-		return fmt.Errorf("barrier: %w", err)
+	// The sources of the rounds are distinct (2^k mod p differ for
+	// 2^k < p), so each round has a matching area of its own.
+	for ; posted < rounds; posted++ {
+		if err := w.irecv(w.barTok[posted][:], from(posted), slot); err != nil {
+			return fail(fmt.Errorf("round %d: %w", posted, err))
+		}
 	}
-	w.stages.Up = up
+	for ; done < rounds; done++ {
+		if err := w.sendColl(token[:], to(done), slot, false); err != nil {
+			return fail(fmt.Errorf("round %d: %w", done, err))
+		}
+		if _, err := w.irecvWait(from(done), slot); err != nil {
+			done++ // irecvWait dropped its own receive
+			return fail(fmt.Errorf("round %d: %w", done-1, err))
+		}
+	}
+	w.stages = Stages{Up: rounds}
 	return nil
 }
 

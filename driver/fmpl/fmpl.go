@@ -189,6 +189,7 @@ type World struct {
 	comms   []*commInfo
 	commSeq int
 	stages  Stages
+	barTok  [63][8]byte // the barrier's posted receives, one per round
 	stats   Stats
 	bdOn    bool
 	bd      Breakdown
