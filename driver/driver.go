@@ -77,10 +77,16 @@ type Driver struct {
 	rings     []*Ring // for Flush
 	aliveSeen uint64  // last ALIVE value read, and when (our clock)
 	aliveAt   int64
-	spinFixed int64  // >= 0: DIMMNET_SPIN_NS's fixed budget
-	osYield   bool   // sched_yield while spinning (engine in another process)
-	run       Runner // the device runs in this process: our thread runs it (nil: its engine does)
+	spinFixed int64      // >= 0: DIMMNET_SPIN_NS's fixed budget
+	osYield   bool       // sched_yield while spinning (engine in another process)
+	run       Runner     // the device runs in this process: our thread runs it (nil: its engine does)
+	runPost   postRunner // run's send-only pass after a post, if it has one
 }
+
+// postRunner is a Runner with a send-only pass for right after a post
+// (vdev's Device.PollPost): a burst of posts then does not also receive
+// and place what the peers send meanwhile; the next wait does.
+type postRunner interface{ PollPost() bool }
 
 // Open attaches to the device behind t after checking its identity, ABI
 // version and geometry.
@@ -114,6 +120,9 @@ func Open(t Transport) (*Driver, error) {
 	if lt, ok := t.(*localTransport); ok {
 		if os.Getenv("DIMMNET_RUN_TO_COMPLETION") != "0" {
 			d.run, _ = lt.dev.(Runner)
+			if d.run != nil {
+				d.runPost, _ = lt.dev.(postRunner)
+			}
 		}
 		// Peers in other processes of this host (the shared-memory link)
 		// need the core we spin on when we have only one: yield it while
@@ -186,9 +195,19 @@ func (d *Driver) Counter(c uapi.Counter) uint64 { return d.r.Counter(c) }
 
 // Post publishes one descriptor and rings the doorbell if the device
 // sleeps. It returns the command's index (named in its DONE/ERROR status).
+// A device this thread runs (run to completion) gets a send-only pass
+// instead: the command leaves now, and what the peers sent meanwhile is
+// received by the next wait or Progress (or the engine, which their
+// frames wake while nobody drives the device), so a post costs the same
+// with hundreds outstanding as alone. A full queue gets a full pass
+// first: the acknowledgements it takes in are what free the queue.
 func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
 		d.cmdHead = d.r.Load64(uapi.RegCmdqHead)
+		if d.cmdTail-d.cmdHead >= d.g.CmdqEntries && d.run != nil {
+			d.run.Poll()
+			d.cmdHead = d.r.Load64(uapi.RegCmdqHead)
+		}
 		if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
 			return 0, ErrQueueFull
 		}
@@ -197,8 +216,12 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c, idx) // publishes it
 	d.cmdTail++
 	d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
+	if d.runPost != nil {
+		d.runPost.PollPost() // run to completion: the command leaves now, on our thread
+		return idx, nil
+	}
 	if d.run != nil {
-		d.run.Poll() // run to completion: the command leaves now, on our thread
+		d.run.Poll()
 		return idx, nil
 	}
 	if d.r.Load64(uapi.RegDevSleep) != 0 {

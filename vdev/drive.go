@@ -108,3 +108,91 @@ func (d *Device) wakeEngine() {
 		(*w)()
 	}
 }
+
+// PollPost runs a send-only pass on the calling goroutine, if no other
+// goroutine runs the device now: the command engine takes what was
+// published and sends what its windows allow, and nothing is received. It
+// reports whether the pass did work. A driver calls it right after
+// publishing a command, before it comes back to wait or poll: a burst of
+// posts then pays for its own commands only. A full pass there (Poll)
+// also receives and places whatever the peers sent meanwhile, the crossing
+// burst of a peer posting at the same time, which made a post with 600
+// outstanding cost 1.5-2.4x a lone one (FMPL's Table 2, docs/fmpl.md);
+// that work waits for the caller's next wait or Progress, or for the
+// engine, which a frame arriving at an undriven device wakes (its port is
+// parked while the engine sleeps). So the pass wakes the engine only for
+// what no frame's arrival will bring: commands it left in the queue that
+// the device could take, packets a window has room for, statuses held for
+// status room, and the answers a full pass left owed (see sendUrgent).
+// Frames waiting at the port and packets waiting for a window to open
+// wait for a full pass.
+func (d *Device) PollPost() bool {
+	if !d.running.CompareAndSwap(false, true) {
+		// As in Poll: an engine falling asleep may have missed the command.
+		if d.r.Load64(uapi.RegDevSleep) != 0 {
+			d.wakeEngine()
+		}
+		return false
+	}
+	if d.chk != nil {
+		d.chk.polled.Store(true) // a driver runs it: no doorbell is owed
+	}
+	busy := d.sendStep()
+	if d.polls++; d.polls&255 == 0 {
+		if t := monotime.Now(); t-d.lastAlive > aliveNs {
+			d.lastAlive = t
+			d.r.Store64(uapi.RegAlive, uint64(t))
+		}
+	}
+	wake := d.driven.Load() == 0 && d.sendUrgent()
+	d.running.Store(false)
+	if wake {
+		d.wakeEngine()
+	}
+	return busy
+}
+
+// sendStep is the command side of a pass (step without receiving, peer
+// liveness, retransmission and owed answers): held completions, commands
+// taken and packetized within their windows, AMT Address Table requests,
+// and the interrupt a completion owes a sleeping driver. It does not count
+// as a pass for the receive side's ACK timing (Device.pass): it receives
+// nothing.
+func (d *Device) sendStep() bool {
+	if d.chk != nil {
+		d.chk.pass()
+		defer d.chk.snap()
+	}
+	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
+	busy := d.pollCommands()
+	busy = d.serviceAMTAT() || busy
+	if d.irqWanted {
+		d.interrupt()
+	}
+	return busy
+}
+
+// sendUrgent reports work left after a send-only pass that another pass
+// could do now and that no frame's arrival will start: a command the
+// device could take (a pass takes at most 64; one behind a FENCE or the
+// in-flight bound waits for acknowledgements, which are frames),
+// completions held for status room (the driver frees it), packets a
+// window has room for, and what a full pass left to do (responses to
+// remote PULLs, owed ACKs and NACKs, resends, peers gone). The caller
+// runs the device.
+func (d *Device) sendUrgent() bool {
+	if len(d.compQ) > 0 || d.respJobs > 0 || d.owed > 0 || d.book.Resends > 0 || d.gone.any.Load() {
+		return true
+	}
+	if d.fence == nil && d.inflight < d.cfg.MaxInflight && d.pending() {
+		return true
+	}
+	if d.sending > 0 {
+		for _, p := range d.peerList {
+			if p.pkz < len(p.q) && p.tx.Room() {
+				return true
+			}
+		}
+	}
+	return false
+}
