@@ -6,7 +6,8 @@ import (
 )
 
 // Delegation messages are what one rank's layer sends another's: a
-// command to execute (COPY, ATOMIC, PUT), the answer (END) and the
+// command to execute (COPY, ATOMIC, PUT), the answer (END), the proof
+// that a third-party copy's bytes arrived (LANDED) and the
 // layer's own Init and Sync traffic. Each is one 64-byte IPUSH into the
 // receiver's single delegation ring, so a receiver needs one ring however
 // many ranks there are (the paper's per-rank command receive buffers are
@@ -30,7 +31,7 @@ const msgSize = 64
 
 // Message types.
 const (
-	msgCopy    = 1 // execute a copy whose destination is the receiver's (third-party copy)
+	msgCopy    = 1 // execute a copy one of whose sides is the receiver's (third-party copy: the source's)
 	msgAtomic  = 2 // execute an atomic on the receiver's word at GA_SRC, the old value to GA_DST
 	msgPut     = 3 // store the 4- or 8-byte value at GA_DST (an atomic's result for a third rank)
 	msgEnd     = 4 // the parent's handle is done (value: an atomic's old value); op holds the error code
@@ -38,7 +39,8 @@ const (
 	msgSync    = 6 // Sync number seq reached by the sender (to rank 0)
 	msgRelease = 7 // Sync number seq complete (from rank 0)
 	msgHelloOK = 8 // a hello was heard: the sender stops sending it
-	msgMax     = msgHelloOK
+	msgLanded  = 9 // the bytes of the parent's copy, PUSHed here before this message, have landed: send the parent END
+	msgMax     = msgLanded
 )
 
 // Atomic operations, in acp.h's order.

@@ -17,6 +17,7 @@ func FuzzDecodeDelegation(f *testing.F) {
 		{typ: msgSync, seq: 8, epoch: 1},
 		{typ: msgRelease, seq: 8, epoch: 1},
 		{typ: msgHelloOK, epoch: 3},
+		{typ: msgLanded, parent: 2, handle: 11, epoch: 1},
 	} {
 		var b [msgSize]byte
 		m.encode(b[:])
