@@ -58,9 +58,11 @@ func (m *msg) inline(p []byte) {
 	m.b = binary.LittleEndian.Uint64(b[8:])
 }
 
-// inlined is the bytes a DATA message carries.
-func (m *msg) inlined() []byte {
-	var b [inlineMax]byte
+// inlined unpacks the bytes a DATA message carries into b. A value
+// receiver and the caller's array: taking m's address, or returning a
+// local array, would move every message the delegate station handles to
+// the heap (its closures capture m).
+func (m msg) inlined(b *[inlineMax]byte) []byte {
 	binary.LittleEndian.PutUint64(b[:8], m.src)
 	binary.LittleEndian.PutUint64(b[8:], m.b)
 	return b[:m.a]

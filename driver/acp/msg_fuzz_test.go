@@ -67,8 +67,9 @@ func TestDecodeDataStrict(t *testing.T) {
 	good := msg{typ: msgData, parent: 1, handle: 2, dst: 3, epoch: 1}
 	good.inline([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	m, err := decodeMsg(enc(good))
-	if err != nil || !bytes.Equal(m.inlined(), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
-		t.Fatalf("9 inline bytes: %v, %x", err, m.inlined())
+	var b [inlineMax]byte
+	if got := m.inlined(&b); err != nil || !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("9 inline bytes: %v, %x", err, got)
 	}
 	for name, bad := range map[string]func(m *msg){
 		"size 0":              func(m *msg) { m.a = 0 },

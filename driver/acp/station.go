@@ -433,7 +433,8 @@ func (st *station) handle(m msg, node uint16) {
 		st.reply(parent, m.handle, nil, 0)
 	case msgData:
 		atomic.AddUint64(&st.stats.Delegated, 1)
-		st.reply(parent, m.handle, st.storeBytes(GA(m.dst), m.inlined()), 0)
+		var b [inlineMax]byte
+		st.reply(parent, m.handle, st.storeBytes(GA(m.dst), m.inlined(&b)), 0)
 	case msgAtomic:
 		atomic.AddUint64(&st.stats.Delegated, 1)
 		st.execAtomic(parent, m.handle, m.op, m.width, GA(m.dst), GA(m.src), m.a, m.b)
