@@ -14,7 +14,8 @@
 // and a communication thread). The goroutine's command station dequeues
 // commands and starts them, its delegate station executes what other
 // ranks delegate: copies between two remote ranks are delegated to the
-// destination's owner and atomics to the source word's owner (4.2).
+// source's owner, which sends the bytes (up to 16 inside the message,
+// more by PUSH) and has the destination's owner answer, and atomics to the source word's owner (4.2).
 // Delegation messages travel as IPUSHes into one ring per rank, shared by
 // every sender, so what a rank allocates does not grow with the number
 // of ranks. docs/acp.md has the layout, the global address split and the

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -9,10 +10,12 @@ import (
 )
 
 // doCopy runs a copy on this rank: locally, by PUSH when this rank owns
-// the source, by PULL when it owns the destination; a copy this rank owns
-// neither side of, or one whose remote destination is not 8-byte aligned
-// (the device writes aligned ranges only), goes to the destination's
-// owner, whose END completes handle. fin runs when this rank's part is done.
+// the source, by PULL when it owns the destination. A copy this rank owns
+// neither side of goes to the source's owner (see pushCopy), one whose
+// remote destination is not 8-byte aligned (the device writes aligned
+// ranges only) to the destination's owner; the END of the rank that
+// knows the bytes landed completes handle. fin runs when this rank's
+// part is done.
 func (st *station) doCopy(dst, src GA, n uint64, parent int, handle uint64, fin func(error)) {
 	c := st.c
 	me := st.rank
@@ -32,7 +35,12 @@ func (st *station) doCopy(dst, src GA, n uint64, parent int, handle uint64, fin 
 	}
 	switch {
 	case dr != me && sr != me:
-		delegate()
+		st.send(sr, msg{typ: msgCopy, parent: uint32(me), handle: handle, dst: uint64(dst), src: uint64(src), a: n},
+			func(err error) {
+				if err != nil {
+					st.onEnd(int64(handle), err, 0)
+				}
+			})
 	case dr == me && sr == me:
 		da, _, err := c.local(dst, n)
 		if err != nil {
@@ -81,6 +89,73 @@ func (st *station) doCopy(dst, src GA, n uint64, parent int, handle uint64, fin 
 			}
 		})
 	}
+}
+
+// pushCopy is the source owner's part of a third-party copy: it PUSHes
+// the bytes to the destination and, right behind them on the same
+// session, a LANDED message, and the destination's owner sends the
+// parent END when LANDED arrives. Its device places a node's packets in
+// sequence (only middle packets of a PUSH may go early, and LANDED, an
+// IPUSH, is placed only once every packet before it was), so LANDED
+// proves the bytes landed: three one-way hops (COPY, data with LANDED,
+// END) where the destination owner's PULL took four, and no step waits
+// for an acknowledgement. A destination not 8-byte aligned goes on to
+// its owner, which PULLs and sends END; a source not aligned goes
+// through the bounce buffer and, as every chunk's PUSH was acknowledged,
+// this rank sends END itself. Up to inlineMax bytes travel inside one
+// DATA message instead, at any alignment: one IPUSH in place of a PUSH
+// and an IPUSH, no lookup of the destination's segment, and the
+// destination's owner, which checks the range against its own table,
+// stores them and sends END.
+func (st *station) pushCopy(dst, src GA, n uint64, parent int, handle uint64) {
+	c := st.c
+	dr, _, dseg, doff := c.split.Parts(dst)
+	end := func(err error) { st.reply(parent, handle, err, 0) }
+	sa, _, err := c.local(src, n)
+	if err != nil {
+		end(err)
+		return
+	}
+	if n <= inlineMax {
+		m := msg{typ: msgData, parent: uint32(parent), handle: handle, dst: uint64(dst)}
+		m.inline(c.lm[sa : sa+n])
+		st.send(dr, m, func(err error) {
+			if err != nil {
+				end(err)
+			}
+		})
+		return
+	}
+	st.resolve(dr, dseg, doff, n, func(ra uint64, err error) {
+		switch {
+		case err != nil:
+			end(err)
+		case ra%8 != 0:
+			st.send(dr, msg{typ: msgCopy, parent: uint32(parent), handle: handle, dst: uint64(dst), src: uint64(src), a: n},
+				func(err error) {
+					if err != nil {
+						end(err)
+					}
+				})
+		case sa%8 != 0:
+			st.pushBounced(st.rankNode[dr], sa, ra, n, end)
+		default:
+			// Both complete in posting order (one destination): the
+			// PUSH's outcome is known when LANDED's callback runs. A
+			// resolved range lies in the destination's window, so its
+			// device never refuses the PUSH; what fails it (the peer
+			// unreachable) fails LANDED queued behind it too, and this
+			// rank sends the END then.
+			var pushErr error
+			st.post(uapi.Desc{Opcode: uapi.OpPUSH, DstNode: st.rankNode[dr], Length: uint32(n), LocalAddr: sa, RemoteAddr: ra},
+				func(err error) { pushErr = err })
+			st.send(dr, msg{typ: msgLanded, parent: uint32(parent), handle: handle}, func(err error) {
+				if err = errors.Join(pushErr, err); err != nil {
+					end(err)
+				}
+			})
+		}
+	})
 }
 
 // withBounce runs f once the bounce buffer is free; f calls release.
@@ -314,6 +389,16 @@ func (st *station) execAtomic(parent int, handle uint64, op, width uint8, dst, s
 				}
 			})
 	}
+}
+
+// storeBytes stores a DATA message's bytes into this rank's memory at g.
+func (st *station) storeBytes(g GA, p []byte) error {
+	a, _, err := st.c.local(g, uint64(len(p)))
+	if err != nil {
+		return err
+	}
+	copy(st.c.lm[a:], p)
+	return nil
 }
 
 // storeLocal stores an atomic's result into this rank's word at g.

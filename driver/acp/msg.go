@@ -6,7 +6,8 @@ import (
 )
 
 // Delegation messages are what one rank's layer sends another's: a
-// command to execute (COPY, ATOMIC, PUT), the answer (END) and the
+// command to execute (COPY, ATOMIC, PUT), the answer (END), the proof
+// that a third-party copy's bytes arrived (LANDED) and the
 // layer's own Init and Sync traffic. Each is one 64-byte IPUSH into the
 // receiver's single delegation ring, so a receiver needs one ring however
 // many ranks there are (the paper's per-rank command receive buffers are
@@ -20,9 +21,9 @@ import (
 //	4   4    parent rank: the rank whose handle this is for
 //	8   8    parent handle
 //	16  8    GA_DST
-//	24  8    GA_SRC
-//	32  8    SIZE (COPY), operand (atomics; CAS: the compared value), value (PUT, END)
-//	40  8    second operand (CAS: the new value)
+//	24  8    GA_SRC; DATA: bytes 0-7 it carries
+//	32  8    SIZE (COPY, DATA), operand (atomics; CAS: the compared value), value (PUT, END)
+//	40  8    second operand (CAS: the new value); DATA: bytes 8-15 it carries
 //	48  4    epoch: the Init or Reset generation; older ones are dropped
 //	52  4    sequence (SYNC, RELEASE) or the sender's rank (HELLO)
 //	56  8    layout check (HELLO): starter size and table geometry must agree
@@ -30,16 +31,42 @@ const msgSize = 64
 
 // Message types.
 const (
-	msgCopy    = 1 // execute a copy whose destination is the receiver's (third-party copy)
-	msgAtomic  = 2 // execute an atomic on the receiver's word at GA_SRC, the old value to GA_DST
-	msgPut     = 3 // store the 4- or 8-byte value at GA_DST (an atomic's result for a third rank)
-	msgEnd     = 4 // the parent's handle is done (value: an atomic's old value); op holds the error code
-	msgHello   = 5 // Init and Reset: the sender is rank seq and has laid out its areas
-	msgSync    = 6 // Sync number seq reached by the sender (to rank 0)
-	msgRelease = 7 // Sync number seq complete (from rank 0)
-	msgHelloOK = 8 // a hello was heard: the sender stops sending it
-	msgMax     = msgHelloOK
+	msgCopy    = 1  // execute a copy one of whose sides is the receiver's (third-party copy: the source's)
+	msgAtomic  = 2  // execute an atomic on the receiver's word at GA_SRC, the old value to GA_DST
+	msgPut     = 3  // store the 4- or 8-byte value at GA_DST (an atomic's result for a third rank)
+	msgEnd     = 4  // the parent's handle is done (value: an atomic's old value); op holds the error code
+	msgHello   = 5  // Init and Reset: the sender is rank seq and has laid out its areas
+	msgSync    = 6  // Sync number seq reached by the sender (to rank 0)
+	msgRelease = 7  // Sync number seq complete (from rank 0)
+	msgHelloOK = 8  // a hello was heard: the sender stops sending it
+	msgLanded  = 9  // the bytes of the parent's copy, PUSHed here before this message, have landed: send the parent END
+	msgData    = 10 // store the SIZE (1 to inlineMax) bytes carried at 24 and 40 at GA_DST, then send the parent END
+	msgMax     = msgData
 )
+
+// inlineMax is the most bytes a DATA message carries: the 16 bytes of
+// the GA_SRC and second operand fields, which DATA does not otherwise use.
+const inlineMax = 16
+
+// inline packs p (at most inlineMax bytes) into a DATA message's two
+// carrying fields, the bytes past len(p) zero.
+func (m *msg) inline(p []byte) {
+	var b [inlineMax]byte
+	copy(b[:], p)
+	m.a = uint64(len(p))
+	m.src = binary.LittleEndian.Uint64(b[:8])
+	m.b = binary.LittleEndian.Uint64(b[8:])
+}
+
+// inlined unpacks the bytes a DATA message carries into b. A value
+// receiver and the caller's array: taking m's address, or returning a
+// local array, would move every message the delegate station handles to
+// the heap (its closures capture m).
+func (m msg) inlined(b *[inlineMax]byte) []byte {
+	binary.LittleEndian.PutUint64(b[:8], m.src)
+	binary.LittleEndian.PutUint64(b[8:], m.b)
+	return b[:m.a]
+}
 
 // Atomic operations, in acp.h's order.
 const (
@@ -126,9 +153,24 @@ func decodeMsg(b []byte) (msg, error) {
 		if m.op > endMax {
 			return msg{}, fmt.Errorf("end code %d: %w", m.op, ErrProtocol)
 		}
+	case msgData:
+		// The bytes past SIZE are zero, as inline leaves them.
+		if m.a == 0 || m.a > inlineMax || !bytesZero(b[24:32], int(m.a)) || !bytesZero(b[40:48], int(m.a)-8) {
+			return msg{}, fmt.Errorf("data message of %d bytes (at most %d, the rest zero): %w", m.a, inlineMax, ErrProtocol)
+		}
 	}
 	if m.typ != msgAtomic && m.typ != msgPut && m.width != 0 || m.typ != msgAtomic && m.typ != msgEnd && m.op != 0 {
 		return msg{}, fmt.Errorf("type %d with op %d width %d: %w", m.typ, m.op, m.width, ErrProtocol)
 	}
 	return m, nil
+}
+
+// bytesZero reports whether b[used:] is zero (all of b when used <= 0).
+func bytesZero(b []byte, used int) bool {
+	for i := max(used, 0); i < len(b); i++ {
+		if b[i] != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -419,11 +419,22 @@ func (st *station) handle(m msg, node uint16) {
 			st.reply(parent, m.handle, fmt.Errorf("delegated copy of %d bytes: %w", m.a, ErrSize), 0)
 			return
 		}
-		if rank != st.rank {
-			st.reply(parent, m.handle, fmt.Errorf("delegated copy to rank %d's memory: %w", rank, ErrRank), 0)
-			return
+		srank, _, _, _ := st.c.split.Parts(GA(m.src))
+		switch {
+		case rank == st.rank:
+			st.doCopy(GA(m.dst), GA(m.src), m.a, parent, m.handle, func(err error) { st.reply(parent, m.handle, err, 0) })
+		case srank == st.rank:
+			st.pushCopy(GA(m.dst), GA(m.src), m.a, parent, m.handle)
+		default:
+			st.reply(parent, m.handle, fmt.Errorf("delegated copy between ranks %d and %d: %w", srank, rank, ErrRank), 0)
 		}
-		st.doCopy(GA(m.dst), GA(m.src), m.a, parent, m.handle, func(err error) { st.reply(parent, m.handle, err, 0) })
+	case msgLanded:
+		atomic.AddUint64(&st.stats.Delegated, 1)
+		st.reply(parent, m.handle, nil, 0)
+	case msgData:
+		atomic.AddUint64(&st.stats.Delegated, 1)
+		var b [inlineMax]byte
+		st.reply(parent, m.handle, st.storeBytes(GA(m.dst), m.inlined(&b)), 0)
 	case msgAtomic:
 		atomic.AddUint64(&st.stats.Delegated, 1)
 		st.execAtomic(parent, m.handle, m.op, m.width, GA(m.dst), GA(m.src), m.a, m.b)

@@ -53,6 +53,8 @@ var ourFormats = []struct{ name, fields string }{
 	{"ATOMIC (CAS, SWAP, ADD, AND, OR, XOR; 4 or 8)", "type 1, op 1, width 1, parent rank 4, parent handle 8, GA_DST 8, GA_SRC 8, operand 8, CAS new 8, epoch 4"},
 	{"PUT (an atomic's old value to a third rank)", "type 1, width 1, parent rank 4, parent handle 8, GA_DST 8, value 8, epoch 4"},
 	{"END", "type 1, error code 1, parent rank 4, parent handle 8, value 8, epoch 4"},
+	{"LANDED (a third-party copy's PUSH arrived)", "type 1, parent rank 4, parent handle 8, epoch 4"},
+	{"DATA (a third-party copy of 1-16 bytes)", "type 1, parent rank 4, parent handle 8, GA_DST 8, bytes 0-7 8, size 8, bytes 8-15 8, epoch 4"},
 	{"HELLO / HELLO_OK", "type 1, epoch 4, rank 4, layout check 8"},
 	{"SYNC / RELEASE", "type 1, epoch 4, sequence 4"},
 }

@@ -1,0 +1,138 @@
+package acp_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/acp"
+)
+
+// TestThirdPartyCopyPaths: rank 0 copies between ranks 1 and 2 by every
+// path a third-party copy takes, and rank 2's memory holds exactly the
+// bytes asked for. Up to 16 bytes go from the source's owner inside one
+// DATA message; more, aligned, as the source owner's PUSH followed by
+// LANDED. Either way the destination's owner sends the END, and each of
+// the two owners handles exactly one delegation message for the copy (the
+// PULL path had the source's owner handle none). A misaligned destination
+// goes on to its owner, a misaligned source through the source owner's
+// bounce buffer, and an unregistered side fails with ErrUnregistered,
+// writing nothing.
+func TestThirdPartyCopyPaths(t *testing.T) {
+	const filled = 50000 // rank 1's bytes [0, filled) hold a pattern
+	pattern := func(i int) byte { return byte(i*7 + 3) }
+	inProcess(t, 3, func(c *acp.ACP) error {
+		me := c.Rank()
+		sm, err := c.QueryAddress(c.StarterGA(me))
+		if err != nil {
+			return err
+		}
+		if me == 1 {
+			for i := range filled {
+				sm[i] = pattern(i)
+			}
+		}
+		src, dst := c.StarterGA(1), c.StarterGA(2)
+		copies := []struct {
+			dst, src acp.GA
+			n        uint64
+		}{
+			{dst + 16, src + 8, 8},            // DATA
+			{dst + 128, src + 64, 64},         // both aligned: PUSH and LANDED
+			{dst + 1003, src + 64, 100},       // destination misaligned: its owner PULLs
+			{dst + 2048, src + 5, 100},        // source misaligned: bounce buffer
+			{dst + 3001, src + 77, 16},        // DATA at any alignment, the most it carries
+			{dst + 3101, src + 99, 3},         // DATA, a few bytes
+			{dst + 3209, src + 300, 17},       // one byte too many for DATA, aligned source
+			{dst + 8192, src + 8192, 32768},   // large, aligned
+			{dst + 48000, src + 40000, 10000}, // ends inside rank 1's pattern
+		}
+		// The first two copies (DATA; PUSH and LANDED) one at a time, to
+		// count who handled each: counted from before the Sync that lets
+		// rank 0 start it to after the one that says it is complete, and
+		// a Sync more so every rank has counted before rank 0 goes on. A
+		// failing rank still takes part in every Sync, or the others
+		// would wait for it in Finalize.
+		var bad error
+		for _, cp := range copies[:2] {
+			before := c.Stats().Delegated
+			if err := c.Sync(); err != nil {
+				return err
+			}
+			if me == 0 {
+				h, err := c.Copy(cp.dst, cp.src, cp.n, acp.HandleNull)
+				if err == nil {
+					err = c.Complete(h)
+				}
+				if err != nil {
+					return fmt.Errorf("%d-byte copy: %w", cp.n, err)
+				}
+			}
+			if err := c.Sync(); err != nil {
+				return err
+			}
+			if got := c.Stats().Delegated - before; me != 0 && got != 1 && bad == nil {
+				bad = fmt.Errorf("rank %d handled %d delegation messages for a %d-byte aligned third-party copy, want 1", me, got, cp.n)
+			}
+			if err := c.Sync(); err != nil {
+				return err
+			}
+		}
+		if me == 0 {
+			var last acp.Handle
+			for _, cp := range copies[2:] {
+				if last, err = c.Copy(cp.dst, cp.src, cp.n, acp.HandleNull); err != nil {
+					return err
+				}
+			}
+			if err := c.Complete(last); err != nil {
+				return fmt.Errorf("copies: %w", err)
+			}
+			sp := c.Split()
+			for _, n := range []uint64{8, 64} { // DATA, PUSH
+				h1, err := c.Copy(sp.GA(2, 0, 7, 0), src, n, acp.HandleNull)
+				if err != nil {
+					return err
+				}
+				if err := c.Complete(h1); !errors.Is(err, acp.ErrUnregistered) {
+					return fmt.Errorf("%d bytes to rank 2's unregistered segment: %v, want ErrUnregistered", n, err)
+				}
+				h2, err := c.Copy(dst+60000, sp.GA(1, 0, 7, 0), n, acp.HandleNull)
+				if err != nil {
+					return err
+				}
+				if err := c.Complete(h2); !errors.Is(err, acp.ErrUnregistered) {
+					return fmt.Errorf("%d bytes from rank 1's unregistered segment: %v, want ErrUnregistered", n, err)
+				}
+				h3, err := c.Copy(dst+acp.DefaultStarterSize-4, src, n, acp.HandleNull)
+				if err != nil {
+					return err
+				}
+				if err := c.Complete(h3); !errors.Is(err, acp.ErrUnregistered) {
+					return fmt.Errorf("%d bytes past the end of rank 2's starter memory: %v, want ErrUnregistered", n, err)
+				}
+			}
+		}
+		if err := c.Sync(); err != nil {
+			return err
+		}
+		if me != 2 || bad != nil {
+			return bad
+		}
+		want := make([]byte, len(sm))
+		for _, cp := range copies {
+			for i := range cp.n {
+				want[uint64(cp.dst-dst)+i] = pattern(int(uint64(cp.src-src) + i))
+			}
+		}
+		if !bytes.Equal(sm, want) {
+			i := 0
+			for sm[i] == want[i] {
+				i++
+			}
+			return fmt.Errorf("rank 2's byte %d is %#x, want %#x", i, sm[i], want[i])
+		}
+		return nil
+	})
+}
