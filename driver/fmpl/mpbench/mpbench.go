@@ -37,7 +37,7 @@ type Record struct {
 	MBps     float64 `json:"mbps,omitempty"`
 	GapUS    float64 `json:"gap_us,omitempty"`
 	Gap1US   float64 `json:"gap1_us,omitempty"`
-	Stages   []int   `json:"stages,omitempty"` // counted tree rounds per phase
+	Stages   []int   `json:"stages,omitempty"` // counted rounds per phase (tree depth; the barrier's dissemination rounds)
 }
 
 // Options of a run.
@@ -758,9 +758,10 @@ func checkSum64(b []byte, p int) error {
 	return nil
 }
 
-// stagesRun counts the tree rounds of barrier, bcast and reduce at every
+// stagesRun counts the rounds of barrier, bcast and reduce at every
 // p from 1 to the job's size (communicators of the first p ranks); the
-// maximum over the group's ranks is the tree's depth per phase.
+// maximum over the group's ranks is the tree's depth per phase (the
+// barrier's: its dissemination rounds).
 func stagesRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
 	rk, err := openRank(o, l, dir, peers)
 	if err != nil {

@@ -109,7 +109,7 @@ func Print(out io.Writer, recs []Record, medium string) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Test, r.Size, r.P, val(r), val(v), val(t), ratio(r, v), ratio(r, t))
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "\nTree stages counted (up/down per phase) against ceil(log2 p)\n")
+	fmt.Fprintf(out, "\nStages counted (rounds up/down per phase) against ceil(log2 p)\n")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "p\tceil(log2 p)\tbarrier\tbcast\treduce\t\n")
 	for p := 1; p <= 64; p++ {
