@@ -35,13 +35,16 @@ func (d *Device) Poll() bool {
 		// it takes before sleeping may have missed what our caller just
 		// published, and nobody rings for it: wake it (a checked device
 		// caught this as NO_DOORBELL under load).
+		if d.chk != nil {
+			d.chk.driverPolled() // the wake below is this driver's doorbell
+		}
 		if d.r.Load64(uapi.RegDevSleep) != 0 {
 			d.wakeEngine()
 		}
 		return false
 	}
 	if d.chk != nil {
-		d.chk.polled.Store(true) // a driver runs it: no doorbell is owed
+		d.chk.driverPolled() // a driver runs it: no doorbell is owed
 	}
 	var now int64
 	busy := d.step(&now)
@@ -129,13 +132,16 @@ func (d *Device) wakeEngine() {
 func (d *Device) PollPost() bool {
 	if !d.running.CompareAndSwap(false, true) {
 		// As in Poll: an engine falling asleep may have missed the command.
+		if d.chk != nil {
+			d.chk.driverPolled()
+		}
 		if d.r.Load64(uapi.RegDevSleep) != 0 {
 			d.wakeEngine()
 		}
 		return false
 	}
 	if d.chk != nil {
-		d.chk.polled.Store(true) // a driver runs it: no doorbell is owed
+		d.chk.driverPolled() // a driver runs it: no doorbell is owed
 	}
 	busy := d.sendStep()
 	if d.polls++; d.polls&255 == 0 {
