@@ -271,7 +271,16 @@ func (e *Engine) loop() {
 			if d.drove.Swap(false) || d.driven.Load() > 0 {
 				timeout = min(timeout, watchNs) // what its driver left timed is ours
 			}
-			if d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+			if d.driven.Load() > 0 {
+				continue
+			}
+			if !d.running.CompareAndSwap(false, true) {
+				// Another goroutine's pass holds it (a post's send-only
+				// pass, which leaves frames at the port to others): this
+				// look cannot see what it left, so look again instead of
+				// sleeping past a frame that came before the port was
+				// parked, whose sender did not signal.
+				work = true
 				continue
 			}
 			if d.pending() || d.portReady() || d.gone.any.Load() {
