@@ -461,8 +461,11 @@ func (d *Driver) spinBudget() int64 {
 	return min(max(2*d.avgWait, spinNs), maxSpinNs)
 }
 
-// learnWait folds one observed wait into the running average.
-func (d *Driver) learnWait(ns int64) { d.avgWait += (ns - d.avgWait) / 8 }
+// learnWait folds one observed wait into the running average, each wait
+// counted as at most 2 ms: one wait of seconds (a rank late at a barrier,
+// an idle peer) would otherwise keep the average above the no-spin bound
+// for dozens of waits, each short reply among them paying a wake-up.
+func (d *Driver) learnWait(ns int64) { d.avgWait += (min(ns, 2*maxSpinNs) - d.avgWait) / 8 }
 
 // WaitStats counts how WaitTail's waits ended, so a tool or a test can
 // tell a driver that catches its statuses while it spins from one that

@@ -26,3 +26,20 @@ func TestSpinBudgetFollowsWaits(t *testing.T) {
 		t.Errorf("DIMMNET_SPIN_NS's budget: spin %d ns, want 7", got)
 	}
 }
+
+// One very long wait does not stop the spinning for long: a wait counts
+// as at most 2 ms, so a few short ones bring the spin back.
+func TestLongWaitForgottenSoon(t *testing.T) {
+	d := &Driver{spinFixed: -1, avgWait: 10_000}
+	d.learnWait(5_000_000_000) // a rank five seconds late
+	if d.avgWait > 2*maxSpinNs {
+		t.Fatalf("average wait %d ns after one 5 s wait, want at most %d", d.avgWait, 2*maxSpinNs)
+	}
+	n := 0
+	for ; d.spinBudget() == 0; n++ {
+		d.learnWait(5_000)
+	}
+	if n > 4 {
+		t.Errorf("%d short waits before spinning again, want at most 4", n)
+	}
+}
