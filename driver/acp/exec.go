@@ -149,6 +149,12 @@ func (st *station) pushCopy(dst, src GA, n uint64, parent int, handle uint64) {
 			var pushErr error
 			st.post(uapi.Desc{Opcode: uapi.OpPUSH, DstNode: st.rankNode[dr], Length: uint32(n), LocalAddr: sa, RemoteAddr: ra},
 				func(err error) { pushErr = err })
+			if pushErr != nil {
+				// Failed before it left (post calls back at once): no
+				// LANDED, whose END would report the copy done.
+				end(pushErr)
+				return
+			}
 			st.send(dr, msg{typ: msgLanded, parent: uint32(parent), handle: handle}, func(err error) {
 				if err = errors.Join(pushErr, err); err != nil {
 					end(err)

@@ -457,7 +457,10 @@ func (st *station) reply(parent int, handle uint64, err error, value uint64) {
 // onEnd completes handle h, first storing an atomic's old value where the
 // caller asked when that is this rank's memory.
 func (st *station) onEnd(h int64, err error, value uint64) {
-	if h <= st.doneUpTo || h > st.head {
+	if h <= st.doneUpTo || h > st.head || st.doneBits[h%QueueEntries] {
+		// Never issued, or completed already (a second END: the first
+		// decided, and a later one must not turn a success into an error
+		// or the other way round).
 		atomic.AddUint64(&st.stats.Protocol, 1)
 		return
 	}
