@@ -25,9 +25,9 @@ const watchNs = 1_000_000
 
 // Poll runs one pass of the device's engines on the calling goroutine, if
 // no other goroutine runs the device now; it reports whether the pass did
-// work. A driver calls it after publishing a command (the command leaves
-// at once, without a doorbell) and while it waits (the device's work runs
-// on the waiting thread). Outside Drive, a pass that leaves work only the
+// work. A driver calls it while it waits (the device's work runs on the
+// waiting thread), and after publishing a command when the device offers
+// no PollPost (the command leaves at once, without a doorbell). Outside Drive, a pass that leaves work only the
 // engine can do now wakes the engine.
 func (d *Device) Poll() bool {
 	if !d.running.CompareAndSwap(false, true) {
@@ -120,7 +120,7 @@ func (d *Device) wakeEngine() {
 // posts then pays for its own commands only. A full pass there (Poll)
 // also receives and places whatever the peers sent meanwhile, the crossing
 // burst of a peer posting at the same time, which made a post with 600
-// outstanding cost 1.5-2.4x a lone one (FMPL's Table 2, docs/fmpl.md);
+// outstanding cost 1.4-2.1x a lone one (FMPL's Table 2, docs/fmpl.md);
 // that work waits for the caller's next wait or Progress, or for the
 // engine, which a frame arriving at an undriven device wakes (its port is
 // parked while the engine sleeps). So the pass wakes the engine only for

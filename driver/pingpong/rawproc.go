@@ -621,11 +621,10 @@ func measureRaw(cond string, budget time.Duration, rt func(i uint64) error) (Res
 // udpBaseline ping-pongs 8-byte datagrams with a child over loopback, both
 // blocking in recv on plain sockets (no Go poller in the way). It is never
 // bound: two processes that block cannot hold one core between them, which
-// is all binding prevents, and bound ones run 3-4x slower here (17-35 µs
+// is all binding prevents, and bound ones ran 2.6-6x slower here (17-35 µs
 // against 5.7-6.6: the sleeper is woken on its own, idle vCPU instead of
 // on the sender's).
 func udpBaseline(budget time.Duration) (res Result, err error) {
-	var cpus []int // unbound: kidCPU and pinSelf do nothing
 	var fds [2]int
 	var socks [2]*os.File // they close the sockets, whichever way we return
 	for i := range fds {
@@ -671,14 +670,9 @@ func udpBaseline(budget time.Duration) (res Result, err error) {
 			}
 		}
 	}()
-	if err := f.start(roleUDPEcho, []*os.File{socks[1]}, kidCPU(cpus, 0), strconv.Itoa(os.Getpid())); err != nil {
+	if err := f.start(roleUDPEcho, []*os.File{socks[1]}, -1, strconv.Itoa(os.Getpid())); err != nil {
 		return res, err
 	}
-	b, err := pinSelf(cpus)
-	if err != nil {
-		return res, err
-	}
-	defer b.Restore()
 	if testHookStarted != nil {
 		testHookStarted(f)
 	}
@@ -719,9 +713,7 @@ func udpBaseline(budget time.Duration) (res Result, err error) {
 		}
 		return nil
 	}
-	res, err = measureRaw(CondUDP, budget, rt)
-	res.Bound = cpus != nil
-	return res, err
+	return measureRaw(CondUDP, budget, rt)
 }
 
 // rawUDPEcho is the UDP echo process: args PPID; its connected socket is
