@@ -497,7 +497,11 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 		if err != nil {
 			return nil, 0, fmt.Errorf("initiator: %w", err)
 		}
-		defer b.Restore() // before the raw baselines start their children
+		defer func() { // before the raw baselines start their children
+			if err := b.Restore(); err != nil {
+				fmt.Fprintf(os.Stderr, "pingpong: the raw baselines run bound to one CPU: %v\n", err)
+			}
+		}()
 	}
 	if testHookRunning != nil {
 		testHookRunning(cmd.Process.Pid)

@@ -528,7 +528,11 @@ func shmBaseline(cond, wk string, budget time.Duration, bind bool, kids [][]hop)
 	if err != nil {
 		return res, err
 	}
-	defer b.Restore()
+	defer func() {
+		if rerr := b.Restore(); rerr != nil && err == nil {
+			err = rerr // the next baseline would run on our one CPU
+		}
+	}()
 	var abort atomic.Pointer[error]
 	stopWatch := watchdog(f, hardLimit(budget), &abort, func() {
 		if evA >= 0 {

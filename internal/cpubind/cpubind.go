@@ -152,11 +152,17 @@ func (b *Binding) Restore() error {
 	if b == nil {
 		return nil
 	}
-	if b.prevProcs > 0 {
-		runtime.GOMAXPROCS(b.prevProcs)
-	}
+	// The CPUs first: the runtime's default GOMAXPROCS is read from them.
 	if err := setAllThreads(&b.prev); err != nil {
 		return fmt.Errorf("cpubind: restore CPU affinity: %w", err)
+	}
+	switch {
+	case b.prevProcs > 0 && os.Getenv("GOMAXPROCS") == "":
+		// The runtime's own setting, which follows the CPUs this
+		// process may use; setting a number would freeze it.
+		runtime.SetDefaultGOMAXPROCS()
+	case b.prevProcs > 0:
+		runtime.GOMAXPROCS(b.prevProcs)
 	}
 	return nil
 }

@@ -49,10 +49,11 @@ type Port interface {
 // the same system call, so a large payload is copied once instead of twice.
 // SendVec takes ownership of head unless it returns an error, as Send does.
 // It reads payload during the call, or, on a port that is also a
-// Backlogger, until the frame has left: the device gathers only a
-// command's first send of a packet, from a buffer the driver keeps stable
-// until the command completes, which takes that packet's ACK (resends are
-// copied).
+// Backlogger, until the frame has left: the device gathers a command's
+// first send of a packet, from a buffer the driver keeps stable until the
+// command completes, which takes that packet's ACK (resends are copied),
+// and a PULL response only on a port that reads it during the call and
+// checksums nothing (the memory it reads may change under it).
 type VectorSender interface {
 	SendVec(head, payload []byte) error
 }
