@@ -18,7 +18,8 @@ import (
 // PULL path had the source's owner handle none). A misaligned destination
 // goes on to its owner, a misaligned source through the source owner's
 // bounce buffer, and an unregistered side fails with ErrUnregistered,
-// writing nothing.
+// writing nothing. The bytes are there when Complete returns: rank 0
+// reads the largest copy back at once.
 func TestThirdPartyCopyPaths(t *testing.T) {
 	const filled = 50000 // rank 1's bytes [0, filled) hold a pattern
 	pattern := func(i int) byte { return byte(i*7 + 3) }
@@ -88,6 +89,20 @@ func TestThirdPartyCopyPaths(t *testing.T) {
 			}
 			if err := c.Complete(last); err != nil {
 				return fmt.Errorf("copies: %w", err)
+			}
+			// Complete means landed: what rank 0 reads back at once from
+			// rank 2 is the bytes asked for, before any Sync.
+			back, err := c.Copy(c.StarterGA(0), dst+8192, 32768, acp.HandleNull)
+			if err == nil {
+				err = c.Complete(back)
+			}
+			if err != nil {
+				return fmt.Errorf("read back: %w", err)
+			}
+			for i := range 32768 {
+				if sm[i] != pattern(8192+i) {
+					return fmt.Errorf("read back at once after Complete: byte %d is %#x, want %#x", i, sm[i], pattern(8192+i))
+				}
 			}
 			sp := c.Split()
 			for _, n := range []uint64{8, 64} { // DATA, PUSH
