@@ -22,11 +22,20 @@ func inProcess(t *testing.T, n int, body func(c *acp.ACP) error) {
 // inProcessWith is inProcess with options (Rank and Procs are set).
 func inProcessWith(t *testing.T, n int, o acp.Options, body func(c *acp.ACP) error) {
 	t.Helper()
+	inProcessOn(t, n, o, func(cfg vdev.Config, nodes []uint16) (*vdev.Local, error) {
+		return vdev.NewLocal(cfg, 0, nodes...)
+	}, body)
+}
+
+// inProcessOn is inProcessWith on the devices local makes (a link of the
+// test's choosing).
+func inProcessOn(t *testing.T, n int, o acp.Options, local func(vdev.Config, []uint16) (*vdev.Local, error), body func(c *acp.ACP) error) {
+	t.Helper()
 	nodes := make([]uint16, n)
 	for i := range nodes {
 		nodes[i] = uint16(i + 1)
 	}
-	l, err := vdev.NewLocal(vdev.Config{RegionSize: 8 << 20}, 0, nodes...)
+	l, err := local(vdev.Config{RegionSize: 8 << 20}, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}

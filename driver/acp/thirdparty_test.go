@@ -7,6 +7,11 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/driver/acp"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // TestThirdPartyCopyPaths: rank 0 copies between ranks 1 and 2 by every
@@ -147,6 +152,79 @@ func TestThirdPartyCopyPaths(t *testing.T) {
 				i++
 			}
 			return fmt.Errorf("rank 2's byte %d is %#x, want %#x", i, sm[i], want[i])
+		}
+		return nil
+	})
+}
+
+// A third-party copy completes only when its bytes have landed, also when
+// its PUSH is many packets whose middle ones may be placed out of order,
+// on a link that loses, duplicates and reorders frames: LANDED, behind
+// the PUSH on the same session, is placed only after every packet before
+// it. Rank 0 reads each copy back at once after Complete.
+func TestThirdPartyCopyLandedOnLossyLink(t *testing.T) {
+	fc, err := fault.Parse("loss=0.05,dup=0.05,reorder=0.2,seed=11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := link.NewHub(4096+wire.FrameOverhead, 256) // 4 KiB packets: a 32 KiB PUSH is 8
+	local := func(cfg vdev.Config, nodes []uint16) (*vdev.Local, error) {
+		return vdev.NewLocalPorts(cfg, nodes, func(d *vdev.Device) (link.Port, error) {
+			p, err := hub.Attach(d.MAC())
+			if err != nil {
+				return nil, err
+			}
+			c := fc
+			c.Seed += int64(d.Node())
+			return fault.Wrap(p, c), nil
+		})
+	}
+	const n = 32 << 10
+	inProcessOn(t, 3, acp.Options{}, local, func(c *acp.ACP) error {
+		me := c.Rank()
+		sm, err := c.QueryAddress(c.StarterGA(me))
+		if err != nil {
+			return err
+		}
+		for round := range 6 {
+			if me == 1 {
+				for i := range n {
+					sm[i] = byte(i*13 + round*29 + 1)
+				}
+			}
+			if err := c.Sync(); err != nil {
+				return err
+			}
+			if me == 0 {
+				h, err := c.Copy(c.StarterGA(2)+16384, c.StarterGA(1), n, acp.HandleNull)
+				if err == nil {
+					err = c.Complete(h)
+				}
+				if err != nil {
+					return fmt.Errorf("round %d: copy: %w", round, err)
+				}
+				back, err := c.Copy(c.StarterGA(0), c.StarterGA(2)+16384, n, acp.HandleNull)
+				if err == nil {
+					err = c.Complete(back)
+				}
+				if err != nil {
+					return fmt.Errorf("round %d: read back: %w", round, err)
+				}
+				for i := range n {
+					if want := byte(i*13 + round*29 + 1); sm[i] != want {
+						return fmt.Errorf("round %d: byte %d read back at once after Complete is %#x, want %#x", round, i, sm[i], want)
+					}
+				}
+			}
+			if err := c.Sync(); err != nil {
+				return err
+			}
+		}
+		if me == 2 { // the link did what it is here for
+			d := c.Driver()
+			if u, dup := d.Counter(uapi.CtrRxUnordered), d.Counter(uapi.CtrDuplicates); u == 0 || dup == 0 {
+				return fmt.Errorf("rank 2 placed %d packets out of order and dropped %d duplicates: the link tested nothing", u, dup)
+			}
 		}
 		return nil
 	})
