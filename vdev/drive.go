@@ -27,40 +27,10 @@ const watchNs = 1_000_000
 // no other goroutine runs the device now; it reports whether the pass did
 // work. A driver calls it while it waits (the device's work runs on the
 // waiting thread), and after publishing a command when the device offers
-// no PollPost (the command leaves at once, without a doorbell). Outside Drive, a pass that leaves work only the
-// engine can do now wakes the engine.
-func (d *Device) Poll() bool {
-	if !d.running.CompareAndSwap(false, true) {
-		// The engine holds the device. If it is falling asleep, the look
-		// it takes before sleeping may have missed what our caller just
-		// published, and nobody rings for it: wake it (a checked device
-		// caught this as NO_DOORBELL under load).
-		if d.chk != nil {
-			d.chk.driverPolled() // the wake below is this driver's doorbell
-		}
-		if d.r.Load64(uapi.RegDevSleep) != 0 {
-			d.wakeEngine()
-		}
-		return false
-	}
-	if d.chk != nil {
-		d.chk.driverPolled() // a driver runs it: no doorbell is owed
-	}
-	var now int64
-	busy := d.step(&now)
-	if d.polls++; d.polls&255 == 0 { // the device is alive while its driver runs it, engine starved or not
-		if t := monotime.Now(); t-d.lastAlive > aliveNs {
-			d.lastAlive = t
-			d.r.Store64(uapi.RegAlive, uint64(t))
-		}
-	}
-	urgent := d.driven.Load() == 0 && d.urgent()
-	d.running.Store(false)
-	if urgent {
-		d.wakeEngine()
-	}
-	return busy
-}
+// no PollPost (the command leaves at once, without a doorbell). Outside
+// Drive, a pass that leaves work only the engine can do now wakes the
+// engine.
+func (d *Device) Poll() bool { return d.driverPass(false) }
 
 // Drive says that the calling goroutine will Poll the device until
 // Drive(false): the engine leaves it alone and is not woken for it (no
@@ -129,11 +99,18 @@ func (d *Device) wakeEngine() {
 // status room, and the answers a full pass left owed (see sendUrgent).
 // Frames waiting at the port and packets waiting for a window to open
 // wait for a full pass.
-func (d *Device) PollPost() bool {
+func (d *Device) PollPost() bool { return d.driverPass(true) }
+
+// driverPass is Poll (a full pass) and PollPost (sendOnly: the command
+// side only, and a wake-up only for what no arriving frame will start).
+func (d *Device) driverPass(sendOnly bool) bool {
 	if !d.running.CompareAndSwap(false, true) {
-		// As in Poll: an engine falling asleep may have missed the command.
+		// The engine holds the device. If it is falling asleep, the look
+		// it takes before sleeping may have missed what our caller just
+		// published, and nobody rings for it: wake it (a checked device
+		// caught this as NO_DOORBELL under load).
 		if d.chk != nil {
-			d.chk.driverPolled()
+			d.chk.driverPolled() // the wake below is this driver's doorbell
 		}
 		if d.r.Load64(uapi.RegDevSleep) != 0 {
 			d.wakeEngine()
@@ -143,14 +120,27 @@ func (d *Device) PollPost() bool {
 	if d.chk != nil {
 		d.chk.driverPolled() // a driver runs it: no doorbell is owed
 	}
-	busy := d.sendStep()
-	if d.polls++; d.polls&255 == 0 {
+	var busy bool
+	if sendOnly {
+		busy = d.sendStep()
+	} else {
+		var now int64
+		busy = d.step(&now)
+	}
+	if d.polls++; d.polls&255 == 0 { // the device is alive while its driver runs it, engine starved or not
 		if t := monotime.Now(); t-d.lastAlive > aliveNs {
 			d.lastAlive = t
 			d.r.Store64(uapi.RegAlive, uint64(t))
 		}
 	}
-	wake := d.driven.Load() == 0 && d.sendUrgent()
+	wake := false
+	if d.driven.Load() == 0 {
+		if sendOnly {
+			wake = d.sendUrgent()
+		} else {
+			wake = d.urgent()
+		}
+	}
 	d.running.Store(false)
 	if wake {
 		d.wakeEngine()
