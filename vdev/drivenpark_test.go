@@ -22,36 +22,11 @@ func (p *parkPort) Park(sleeping bool) { p.parked.Store(sleeping) }
 // polls the port itself, and each signal would cost a sender a system
 // call. A driver that leaves a sleeping engine parks the port for it.
 func TestDrivenDevicePortNotParked(t *testing.T) {
-	hub := link.NewHub(4096, 64)
-	d, err := New(Config{Node: 1, RegionSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	hp, err := hub.Attach(d.MAC())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := &parkPort{Port: hp}
-	d.AttachPort(port)
-	e, err := NewEngine(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Start()
-	t.Cleanup(e.Stop)
-
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
-			if time.Since(start) > 30*time.Second {
-				t.Fatalf("hang guard: still not %s", what)
-			}
-		}
-	}
+	var port *parkPort
+	d, _ := engineOnHub(t, func(p link.Port) link.Port { port = &parkPort{Port: p}; return port })
 	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
 
-	waitFor("an idle engine asleep with its port parked", func() bool { return asleep() && port.parked.Load() })
+	waitUntil(t, "an idle engine asleep with its port parked", func() bool { return asleep() && port.parked.Load() })
 
 	d.Drive(true)
 	if port.parked.Load() {
@@ -60,7 +35,7 @@ func TestDrivenDevicePortNotParked(t *testing.T) {
 	// The engine wakes on its watch while the device is driven and falls
 	// asleep again: it must leave the driven device's port unparked.
 	slept := d.r.Load64(uapi.CtrSleeps.Off())
-	waitFor("the engine asleep again while the device is driven", func() bool {
+	waitUntil(t, "the engine asleep again while the device is driven", func() bool {
 		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept
 	})
 	if port.parked.Load() {
@@ -70,5 +45,44 @@ func TestDrivenDevicePortNotParked(t *testing.T) {
 	d.Drive(false)
 	if asleep() && !port.parked.Load() {
 		t.Fatal("the driver left a sleeping engine's port unparked: nobody would wake for a frame")
+	}
+}
+
+// engineOnHub is one device (node 1) on an in-memory hub, its port the
+// one wrap makes of the hub's (nil: the hub's), run by an engine of its
+// own; the test's cleanup stops both.
+func engineOnHub(t *testing.T, wrap func(link.Port) link.Port) (*Device, *Engine) {
+	t.Helper()
+	hub := link.NewHub(4096, 64)
+	d, err := New(Config{Node: 1, RegionSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	var p link.Port
+	if p, err = hub.Attach(d.MAC()); err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		p = wrap(p)
+	}
+	d.AttachPort(p)
+	e, err := NewEngine(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(e.Stop)
+	return d, e
+}
+
+// waitUntil polls cond every millisecond; 30 s without it fails the test
+// as hung (a guard, not a timing: a correct run takes a fraction of it).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("hang guard: still not %s", what)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
 // An engine about to sleep does not sleep past a device another goroutine
@@ -14,41 +13,23 @@ import (
 // before the port was parked was sent without a signal, so the engine
 // looks again rather than sleeping up to 100 ms with it unread.
 func TestEngineDoesNotSleepPastHeldDevice(t *testing.T) {
-	hub := link.NewHub(4096, 64)
-	d, err := New(Config{Node: 1, RegionSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	hp, err := hub.Attach(d.MAC())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.AttachPort(hp)
-	e, err := NewEngine(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Start()
-	t.Cleanup(e.Stop)
-
-	for start := time.Now(); d.r.Load64(uapi.RegDevSleep) == 0; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("hang guard: an idle engine never fell asleep")
-		}
-	}
+	d, e := engineOnHub(t, nil)
+	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
+	waitUntil(t, "an idle engine asleep", asleep)
 	e.kick() // wake it, and hold the device as a post's pass would
 	for !d.running.CompareAndSwap(false, true) {
 	}
-	for start := time.Now(); d.r.Load64(uapi.RegDevSleep) != 0; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
+	held := true
+	defer func() { // a failed wait below must not leave the device held
+		if held {
 			d.running.Store(false)
-			t.Fatal("hang guard: the kicked engine never woke")
 		}
-	}
+	}()
+	waitUntil(t, "the kicked engine awake", func() bool { return !asleep() })
 	slept := d.r.Load64(uapi.CtrSleeps.Off())
 	time.Sleep(20 * time.Millisecond) // hundreds of its 50 µs spins
 	after := d.r.Load64(uapi.CtrSleeps.Off())
+	held = false
 	d.running.Store(false)
 	if after != slept {
 		t.Fatalf("the engine slept %d times while another goroutine held its device", after-slept)
