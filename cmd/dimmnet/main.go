@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
@@ -91,6 +92,11 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "dimmnet: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if interrupt.Signaled() {
+		// The measurement stopped first, then everything was torn down.
+		fmt.Fprintf(os.Stderr, "dimmnet %s: interrupted; devices and links torn down\n", os.Args[1])
+		os.Exit(interrupt.ExitCode)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dimmnet %s: %v\n", os.Args[1], err)

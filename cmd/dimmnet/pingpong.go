@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
+	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
@@ -338,29 +338,24 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 		undo()
 		return sides, nil, err
 	}
-	// Ctrl-C must not leave a namespace, interfaces or a half-written
-	// capture behind: tear down, then exit.
+	// Ctrl-C (or timeout's SIGTERM) must not leave a namespace,
+	// interfaces or a half-written capture behind, and nothing may be
+	// unmapped while a side still writes its link memory: a signal stops
+	// both sides, the measurement returns, and the caller's deferred
+	// close tears down (internal/interrupt).
+	interrupt.Catch()
 	var once sync.Once
-	sigc := make(chan os.Signal, 1)
-	stopSig := make(chan struct{})
+	var unregs []func()
 	closeAll := func() {
 		once.Do(func() {
-			signal.Stop(sigc)
-			close(stopSig)
+			for _, u := range unregs {
+				u()
+			}
 			l.Close()
 			undo()
 		})
 	}
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigc:
-			closeAll()
-			fmt.Fprintln(os.Stderr, "dimmnet pingpong: interrupted; devices and links torn down")
-			os.Exit(130)
-		case <-stopSig:
-		}
-	}()
+	unregs = append(unregs, interrupt.OnForcedExit(func() { undo() }))
 	for i, dev := range l.Devices {
 		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
@@ -368,6 +363,7 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 			return sides, nil, err
 		}
 		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node(), Verify: verify}
+		unregs = append(unregs, interrupt.OnStop(sides[i].Stop))
 	}
 	if err := pingpong.Setup(sides[0], sides[1], maxSize); err != nil {
 		closeAll()
@@ -507,6 +503,8 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 		testHookRunning(cmd.Process.Pid)
 	}
 	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
+	interrupt.Catch()
+	defer interrupt.OnStop(a.Stop)()
 	max, _ := strconv.Atoi(maxSize)
 	if err := pingpong.SetupSide(a, max); err != nil {
 		return nil, 0, err
