@@ -18,6 +18,11 @@ commands:
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
 
+  perf       a device pair measured like a NIC: latency with its tails,
+             windowed bandwidth and message rate (perftest, OSU), beside
+             the raw floors and Open MPI in the same run; across hosts
+             with perf serve / perf HOST; perf targets: issue 34's table
+
   serve      the backend daemon: devices in shared memory behind QEMU ivshmem
              server sockets (dimmnet serve [--dir DIR] --nodes N; the
              default DIR is $XDG_RUNTIME_DIR/dimmnet, /run/dimmnet for root)
@@ -61,6 +66,8 @@ func main() {
 	switch os.Args[1] {
 	case "pingpong":
 		err = pingpongCmd(os.Args[2:])
+	case "perf":
+		err = perfCmd(os.Args[2:])
 	case "serve":
 		err = serveCmd(os.Args[2:])
 	case "fs":
