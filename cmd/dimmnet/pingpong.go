@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/perf"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/interrupt"
@@ -28,7 +29,7 @@ import (
 func pingpongCmd(args []string) error {
 	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the results as JSON records")
-	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead")
+	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead (in process, --link shm and --attach: a responder in another process sends its stamps back)")
 	maxSize := fs.Int("max", 1<<20, "largest message size in bytes")
 	iters := fs.Int("iters", 0, "timed round trips per measurement (0: chosen by time, see --time)")
 	runTime := fs.Duration("time", 30*time.Second, "about how long the device measurements take in all: each measurement's round trips are counted from its warm-up's pace to take an even share of what is left (at most the counts a fast path needs, so the in-process default ends sooner); --iters forces a count instead")
@@ -70,6 +71,9 @@ func pingpongCmd(args []string) error {
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
+	if *responder == "" && *shmResponder == "" {
+		interrupt.Catch() // a signal from here on stops the measurement before teardown
+	}
 	switch {
 	case *responder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, -1, pl)
@@ -77,6 +81,33 @@ func pingpongCmd(args []string) error {
 		return respondProcess(func() (*driver.Driver, func(), error) {
 			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
 		}, *peer, *maxSize, *verify, *bindCPU, pl)
+	case *breakdown && (*attach != "" || lo.kind == "shm"):
+		// Two processes: the responder sends its stamps back over perf's
+		// control stream; both read the host's monotonic clock.
+		var p *perf.Pair
+		var err error
+		if *attach != "" {
+			p, err = perfAttach(*attach, 8)
+		} else {
+			p, err = perfShm(*payload, 8, !*noBind)
+		}
+		if err != nil {
+			return err
+		}
+		b, err := p.Session.Breakdown(*iters, progress)
+		if cerr := p.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		progress("")
+		if *asJSON {
+			return writeJSON(os.Stdout, b)
+		}
+		fmt.Printf("two processes (%s, %s)\n", p.Medium, p.Binding)
+		pingpong.PrintBreakdown(os.Stdout, b)
+		return nil
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
@@ -100,6 +131,7 @@ func pingpongCmd(args []string) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
+			defer interrupt.OnForcedExit(func() { os.RemoveAll(dir) })()
 			pp = shmPair(dir, *payload, *keyFile, *check, !*noBind)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)

@@ -28,6 +28,7 @@ var (
 //
 //	lat OP COND SIZE WARM         then "count N" before the last warm-up message
 //	stream OP COND SIZE WINDOW WARM WINDOWS BIDIR CHECK
+//	trace MODE TOTAL              answered by TOTAL "st RX PLACED STATUS DETECT READ COPIED" lines
 //	quit
 //
 // and the responder answers "done N" (N: messages it verified or
@@ -174,6 +175,37 @@ func (s *Session) runStream(ss pingpong.StreamSpec) (pingpong.StreamResult, erro
 	return r, nil
 }
 
+// Breakdown runs pingpong's stage breakdown (Table 7) with the responder
+// at the other end of the session, its stamps sent back over it: the
+// two processes share the host's monotonic clock (--link shm, --attach).
+func (s *Session) Breakdown(iters int, progress func(string)) (*pingpong.BreakdownResult, error) {
+	return pingpong.BreakdownWith(s.A, iters, func(mode string, total int) (func() ([]pingpong.RespStamps, error), error) {
+		if err := s.send("trace %s %d", mode, total); err != nil {
+			return nil, err
+		}
+		return func() ([]pingpong.RespStamps, error) {
+			rs := make([]pingpong.RespStamps, 0, total)
+			for {
+				l, ok := <-s.lines
+				if !ok {
+					return nil, fmt.Errorf("%w: closed during a traced run", ErrControl)
+				}
+				if msg, ok := strings.CutPrefix(l, "err "); ok {
+					return nil, fmt.Errorf("%w: %s", ErrResponder, msg)
+				}
+				if strings.HasPrefix(l, "done ") {
+					return rs, nil
+				}
+				var r pingpong.RespStamps
+				if _, err := fmt.Sscanf(l, "st %d %d %d %d %d %d", &r.Rx, &r.Placed, &r.Status, &r.Detect, &r.Read, &r.Copied); err != nil {
+					return nil, fmt.Errorf("%w: %q: %v", ErrControl, l, err)
+				}
+				rs = append(rs, r)
+			}
+		}, nil
+	}, progress)
+}
+
 // Serve is the responder: it answers the initiator's measurements on ctl
 // with b until told to quit or the stream ends.
 func Serve(b *pingpong.Side, ctl io.ReadWriter) error {
@@ -217,6 +249,27 @@ func Serve(b *pingpong.Side, ctl io.ReadWriter) error {
 				return err
 			}
 			if err := reply("done %d", b.Verified-before); err != nil {
+				return err
+			}
+		case "trace":
+			var mode string
+			var total int
+			if _, err := fmt.Sscanf(line, "trace %s %d", &mode, &total); err != nil {
+				return fmt.Errorf("%w: %q: %v", ErrControl, line, err)
+			}
+			b.D.SetTrace(true)
+			rs, err := pingpong.TraceRespond(b, mode, total)
+			b.D.SetTrace(false)
+			if err != nil {
+				reply("err %s", oneLine(err))
+				return err
+			}
+			w := bufio.NewWriter(ctl)
+			for _, r := range rs {
+				fmt.Fprintf(w, "st %d %d %d %d %d %d\n", r.Rx, r.Placed, r.Status, r.Detect, r.Read, r.Copied)
+			}
+			fmt.Fprintf(w, "done %d\n", len(rs))
+			if err := w.Flush(); err != nil {
 				return err
 			}
 		case "stream":
