@@ -84,6 +84,9 @@ func perfCmd(args []string) error {
 	}
 	progress := progressLine(*quiet || *shmResponder != "" || *responder != "")
 	defer progress("")
+	if *responder == "" && *shmResponder == "" {
+		interrupt.Catch() // a signal from here on stops the measurement before teardown
+	}
 	switch {
 	case *shmResponder != "":
 		return perfChild(func() (*driver.Driver, func(), error) {
@@ -201,13 +204,15 @@ func perfShm(payload, maxSize int, bind bool) (*perf.Pair, error) {
 	if err != nil {
 		return nil, err
 	}
+	unforce := interrupt.OnForcedExit(func() { os.RemoveAll(dir) })
 	d, release, err := shmDevice(dir, 1, payload, "", false)
 	if err != nil {
+		unforce()
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	args := perf.ChildArgs{"perf", "--shm-responder", dir, "--node", "2", "--peer", "1", "--max", strconv.Itoa(maxSize), "--mtu", strconv.Itoa(payload)}
-	return perf.Child(args, bind, "shm", sideSetup(d, maxSize), func() { release(); os.RemoveAll(dir) })
+	return perf.Child(args, bind, "shm", sideSetup(d, maxSize), func() { release(); os.RemoveAll(dir); unforce() })
 }
 
 // perfAttach is two processes attached to a daemon's devices.

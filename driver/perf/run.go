@@ -28,11 +28,22 @@ type Pair struct {
 	TransportWindow int
 	// close ends the responder and releases what the pair holds.
 	close func() error
+	// abort ends a responder that will not answer (the initiator's
+	// side was stopped mid-measurement, the responder still waits for
+	// its message).
+	abort func()
 }
 
 // Close ends the session (the responder quits) and releases the pair.
+// After a stop (a signal, a failed side) the responder is ended instead
+// of asked.
 func (p *Pair) Close() error {
-	err := p.Session.Close()
+	var err error
+	if cause := p.Session.A.Stopped(); cause != nil && p.abort != nil {
+		p.abort()
+	} else {
+		err = p.Session.Close()
+	}
 	if p.close != nil {
 		if cerr := p.close(); err == nil {
 			err = cerr
@@ -70,13 +81,13 @@ func InProcess(a, b *pingpong.Side, medium string) *Pair {
 	return &Pair{Session: NewSession(a, ca), Medium: medium, Binding: "one-process", close: func() error {
 		ca.Close()
 		return <-done
-	}}
+	}, abort: func() { b.Stop(fmt.Errorf("%w: the initiator stopped", pingpong.ErrPeerFailed)) }}
 }
 
 // Remote pairs a side with a responder reached over conn (another host's
 // `perf serve`, over TCP).
 func Remote(a *pingpong.Side, conn io.ReadWriteCloser, medium string) *Pair {
-	return &Pair{Session: NewSession(a, conn), Medium: medium, Binding: "hosts", close: conn.Close}
+	return &Pair{Session: NewSession(a, conn), Medium: medium, Binding: "hosts", close: conn.Close, abort: func() {}}
 }
 
 // ChildArgs is how the initiator's program is started again as the
@@ -143,6 +154,7 @@ func Child(args ChildArgs, bind bool, medium string, setup func(peer uint16) (*p
 	if err != nil {
 		return fail(err)
 	}
+	killed := false
 	binding := "unbound"
 	if cpus != nil {
 		binding = "bound"
@@ -154,11 +166,11 @@ func Child(args ChildArgs, bind bool, medium string, setup func(peer uint16) (*p
 		if unpin != nil {
 			unpin()
 		}
-		if err != nil {
+		if err != nil && !killed {
 			return fmt.Errorf("responder: %w", err)
 		}
 		return nil
-	}}, nil
+	}, abort: func() { killed = true; cmd.Process.Kill() }}, nil
 }
 
 // ServeChild is the responder process's side of Child: say ready, serve

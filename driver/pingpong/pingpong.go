@@ -215,6 +215,14 @@ func (s *Side) Stop(cause error) {
 	s.stopped.CompareAndSwap(nil, &cause)
 }
 
+// Stopped is why s was stopped (Stop), nil if it was not.
+func (s *Side) Stopped() error {
+	if c := s.stopped.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
 // Setup prepares both sides for messages up to maxSize (see SetupSide).
 func Setup(a, b *Side, maxSize int) error {
 	if err := SetupSide(a, maxSize); err != nil {

@@ -63,8 +63,24 @@ func Catch() {
 		fs := append([]func(error){}, stops...)
 		mu.Unlock()
 		err := fmt.Errorf("%w by %v", ErrInterrupted, s)
+		live := 0
 		for _, f := range fs {
-			f(err)
+			if f != nil {
+				f(err)
+				live++
+			}
+		}
+		if live == 0 { // nothing measures: nothing to wait for
+			mu.Lock()
+			hs := append([]func(){}, lastHard...)
+			mu.Unlock()
+			for i := len(hs) - 1; i >= 0; i-- {
+				if hs[i] != nil {
+					hs[i]()
+				}
+			}
+			fmt.Fprintf(os.Stderr, "dimmnet: interrupted by %v with no measurement running: exiting\n", s)
+			os.Exit(ExitCode)
 		}
 		first := time.Now()
 		grace := time.After(Grace)
@@ -88,7 +104,9 @@ func Catch() {
 		hs := append([]func(){}, lastHard...)
 		mu.Unlock()
 		for i := len(hs) - 1; i >= 0; i-- {
-			hs[i]()
+			if hs[i] != nil {
+				hs[i]()
+			}
 		}
 		os.Exit(ExitCode)
 	}()
@@ -106,9 +124,10 @@ func OnStop(f func(error)) (unregister func()) {
 	if already {
 		f(ErrInterrupted)
 	}
+	// (a nil entry is one unregistered)
 	return func() {
 		mu.Lock()
-		stops[i] = func(error) {}
+		stops[i] = nil
 		mu.Unlock()
 	}
 }
@@ -124,7 +143,7 @@ func OnForcedExit(f func()) (unregister func()) {
 	mu.Unlock()
 	return func() {
 		mu.Lock()
-		lastHard[i] = func() {}
+		lastHard[i] = nil
 		mu.Unlock()
 	}
 }
