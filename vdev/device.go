@@ -108,9 +108,11 @@ type Device struct {
 	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
 
 	port    link.Port
-	vec     link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
-	backlog link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
-	parker  link.Parker       // the port's peers signal it only while the engine sleeps
+	vec     link.VectorSender    // the port gathers payloads from link memory; nil: copy into the frame
+	inPlace link.InPlaceReceiver // the port lends received payloads where they lie; nil: Recv copies
+	backlog link.Backlogger      // the port queues frames to send later; nil: sent when Send returns
+	parker  link.Parker          // the port's peers signal it only while the engine sleeps
+	peeker  link.Peeker          // the port tells whether a frame waits; nil: it cannot (never sleep on it)
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
 	peerSet                     link.PeerSet           // the port vouches for its senders; nil: strangers are bounded here
@@ -291,24 +293,26 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
+	d.peeker, _ = p.(link.Peeker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
 	d.peerSet = link.VouchesFor(p)
 	d.screener, _ = p.(link.Screener)
-	if c, ok := p.(interface{ Dropped() uint64 }); ok {
+	if c, ok := p.(link.DropCounter); ok {
 		d.linkRxDropped = c.Dropped
 	}
-	if c, ok := p.(interface{ TxErrors() uint64 }); ok {
+	if c, ok := p.(link.TxErrorCounter); ok {
 		d.linkTxErrors = c.TxErrors
 	}
-	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
+	if l, ok := p.(link.LosslessMedium); ok && l.Lossless() {
 		d.tcfg.RTOFloor = transport.LosslessRTO
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)
 	}
-	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
+	if c, ok := p.(link.ChecksumNeeder); ok {
 		d.crc = c.NeedsCRC()
 	}
 	mp := uint32(p.MTU()-wire.FrameOverhead) &^ 7
@@ -354,7 +358,7 @@ func (d *Device) mirrorScreen() {
 // processes of this host (the shared-memory link): a driver spinning on
 // one of the host's cores then holds a core those processes need.
 func (d *Device) RemotePeers() bool {
-	c, ok := d.port.(interface{ CrossProcess() bool })
+	c, ok := d.port.(link.CrossProcessMedium)
 	return ok && c.CrossProcess()
 }
 

@@ -362,8 +362,8 @@ func (d *Device) checkSleep(timedOut bool) {
 
 // portReady peeks whether a frame waits, without taking it.
 func (d *Device) portReady() bool {
-	if r, ok := d.port.(interface{ Pending() bool }); ok {
-		return r.Pending()
+	if d.peeker != nil {
+		return d.peeker.Pending()
 	}
 	return true // cannot tell: do not sleep
 }

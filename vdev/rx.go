@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
@@ -64,7 +63,7 @@ func (d *Device) pollRx() bool {
 			}
 		}
 	}
-	inPlace, _ := d.port.(link.InPlaceReceiver)
+	inPlace := d.inPlace
 	for n := 0; n < 256; n++ {
 		if inPlace != nil {
 			f, rest := inPlace.RecvInPlace(wire.FrameOverhead)
