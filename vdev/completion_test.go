@@ -55,7 +55,7 @@ func (p *poster) post(desc uapi.Desc) uint64 {
 	idx := p.next
 	p.next++
 	p.d.r.WriteDesc(p.d.g.CmdqOff+(idx&(p.d.g.CmdqEntries-1))*uapi.DescSize, &desc, idx)
-	p.d.Ring()
+	p.d.Doorbell()
 	return idx
 }
 

@@ -105,7 +105,7 @@ type Device struct {
 	irqMu     sync.Mutex             // guards irqs; held while signalling, so a removed fd is never written
 	irqs      []int                  // every interrupt eventfd to signal (irq, plus attached clients')
 	irqChans  []chan struct{}        // in-process drivers' interrupts (WatchInterrupt), guarded by irqMu
-	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
+	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Doorbell)
 
 	port    link.Port
 	vec     link.VectorSender    // the port gathers payloads from link memory; nil: copy into the frame
@@ -396,11 +396,11 @@ func (d *Device) AddInterrupt(fd int) {
 	d.irqs = append(d.irqs, fd)
 }
 
-// Ring is an in-process driver's doorbell: it wakes the device's engine
+// Doorbell is an in-process driver's doorbell: it wakes the device's engine
 // directly. An eventfd is heard only when the Go runtime polls its
 // descriptors, which, while every core runs a spinning goroutine, is the
 // system monitor's look every 10 ms.
-func (d *Device) Ring() {
+func (d *Device) Doorbell() {
 	d.count(uapi.CtrDoorbells, 1)
 	if t := d.tracer.Load(); t != nil {
 		t.emit(d, Event{Kind: EvDoorbell})
@@ -413,7 +413,7 @@ func (d *Device) Ring() {
 // WatchInterrupt makes the device signal ch too (without blocking: give it
 // room for one) whenever it interrupts a sleeping driver, for a driver in
 // this process, which a channel wakes at once where an eventfd waits for
-// the runtime poller (see Ring). stop undoes it; the device will not send
+// the runtime poller (see Doorbell). stop undoes it; the device will not send
 // on ch once stop returns.
 func (d *Device) WatchInterrupt(ch chan struct{}) (stop func()) {
 	d.irqMu.Lock()
