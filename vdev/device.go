@@ -171,7 +171,7 @@ type Device struct {
 	eng       *Engine   // the engine serving it, told when it fails
 	portClose sync.Once // the engine closes a failed device's port, Close the others'
 	portErr   error
-	failure   atomic.Pointer[error] // why a fault in its region failed it (fault.go)
+	failure   atomic.Pointer[error] // why a fault in its region failed it (regionfault.go)
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -361,6 +361,10 @@ func (d *Device) RemotePeers() bool {
 	c, ok := d.port.(link.CrossProcessMedium)
 	return ok && c.CrossProcess()
 }
+
+// Geometry is the layout the device was built with (its own copy: reading
+// it touches no region).
+func (d *Device) Geometry() uapi.Geometry { return d.g }
 
 // Node is the device's node id.
 func (d *Device) Node() uint16 { return d.node }
