@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -533,81 +532,6 @@ func (d *Device) serviceAMTAT() bool {
 	return true
 }
 
-// postStatus publishes a status entry; false when the ring is full.
-func (d *Device) postStatus(s *uapi.Status) bool {
-	if !d.statusRoom(1) {
-		d.noteStatusFull()
-		return false
-	}
-	d.statFull = false
-	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
-	d.r.WriteStatus(slot, s)
-	if t := d.tracer.Load(); t != nil {
-		t.emit(d, Event{Kind: EvStatus, Status: *s})
-	}
-	d.statTail++
-	d.r.Store64(uapi.RegStatqTail, d.statTail)
-	d.count(uapi.CtrStatusWritten, 1)
-	d.irqWanted = true
-	return true
-}
-
-// noteStatusFull counts a stall on a full status ring, once per stall.
-func (d *Device) noteStatusFull() {
-	if !d.statFull {
-		d.statFull = true
-		d.count(uapi.CtrStatusFullStalls, 1)
-	}
-}
-
-// statusRoom reports whether n more status entries fit now.
-// The driver's head is re-read only when the cached copy says full: that
-// load pulls a line the driver writes, a cache-line transfer per status.
-func (d *Device) statusRoom(n uint64) bool {
-	if d.statTail+n-d.statHead <= d.g.StatqEntries {
-		return true
-	}
-	h := d.r.Load64(uapi.RegStatqHead)
-	if h-d.statHead > d.statTail-d.statHead { // a driver published a head beyond the tail
-		return false
-	}
-	d.statHead = h
-	return d.statTail+n-d.statHead <= d.g.StatqEntries
-}
-
-// interrupt wakes a driver that said it sleeps.
-func (d *Device) interrupt() {
-	d.irqWanted = false
-	if d.r.Load64(uapi.RegDrvWait) != 0 {
-		d.r.Add64(uapi.RegInterrupts, 1)
-		if t := d.tracer.Load(); t != nil {
-			t.emit(d, Event{Kind: EvInterrupt})
-		}
-		d.irqMu.Lock() // the slow path: only a sleeping driver pays for it
-		for _, fd := range d.irqs {
-			eventfd.Signal(fd)
-		}
-		woke := false
-		for _, ch := range d.irqChans {
-			select {
-			case ch <- struct{}{}:
-				woke = true
-			default: // already signalled: the driver has not looked yet
-			}
-		}
-		d.irqMu.Unlock()
-		if woke {
-			// The woken driver waits on this core's run queue until the
-			// engine yields; yield now (measured: RTT/2 p50 73 us -> 18 us
-			// when drivers always sleep; eventfd wake-ups 31 us).
-			runtime.Gosched()
-		}
-	}
-}
-
-// setError records a failed command in the ERROR register and counters.
-func (d *Device) setError(op uapi.Opcode, idx uint64, e uapi.Errno) {
-	d.r.Store64(uapi.RegError, uint64(e)|uint64(op)<<16|(idx&0xffffffff)<<32)
-	d.r.Add64(uapi.RegErrorCount, 1)
-	d.count(uapi.CtrCmdErrors, 1)
+func (d *Device) inLinkMem(addr uint64, n uint32) bool {
+	return addr <= d.g.LinkMemSize && uint64(n) <= d.g.LinkMemSize-addr
 }
