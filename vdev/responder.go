@@ -121,102 +121,260 @@ func (d *Device) handleInPlace(f, rest []byte) bool {
 	return d.handleParsed(f, rest, h, rest, err, false)
 }
 
-// handleParsed is handle after Parse. A frame whose payload is still in
-// the medium (rest, see handleInPlace) is made whole before it is held:
-// the medium's memory is lent only until handle returns.
+// handleParsed is handle after Parse: the frame goes through the
+// responder's checks (receive) and is released, unless a check kept it as
+// its peer's held frame. A frame whose payload is still in the medium
+// (rest, see handleInPlace) is made whole before it is held: the medium's
+// memory is lent only until handle returns.
 func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, err error, retry bool) bool {
-	if err == nil && d.crc && h.Flags&wire.FlagCRC == 0 {
-		// On a medium that needs checksums every frame carries one: this
-		// one had its CRC flag flipped on the way, and nothing else of it
-		// is known intact.
-		err = wire.ErrChecksum
-	}
-	if err != nil {
-		switch {
-		case errors.Is(err, wire.ErrNotDimmnet):
-			d.count(uapi.CtrRxForeign, 1)
-		case errors.Is(err, wire.ErrChecksum):
-			d.count(uapi.CtrCRCFail, 1)
-		default:
-			d.count(uapi.CtrRxMalformed, 1)
-		}
-		d.port.Release(f)
-		return false
-	}
-	if t := d.tracer.Load(); t != nil && !retry {
-		d.traceFrame(t, EvRx, h, f, rest)
-	}
-	if h.DstNode != d.node || h.SrcNode == d.node {
-		d.count(uapi.CtrRxMalformed, 1)
-		d.port.Release(f)
-		return false
-	}
-	if d.trace && !retry && h.Type <= wire.TypeIPush {
-		d.stamp(uapi.TraceRx)
-	}
-	p, ok := d.admit(h.SrcNode, f[6:12])
-	if !ok {
-		d.port.Release(f)
-		return false
-	}
-	if !retry {
-		if h.Flags&wire.FlagSeq != 0 && p.rx.Stale(h.Code) {
-			// A late data frame of a session the peer has ended: it would
-			// end the session that replaced it and place old packets again.
-			// Its ACK field is as old: it says nothing of our sending.
-			d.count(uapi.CtrDuplicates, 1)
-			d.port.Release(f)
-			return false
-		}
-		d.control(p, h)
-		switch {
-		case h.Type == wire.TypeAck:
-			d.count(uapi.CtrAcksRx, 1)
-			if h.Flags&wire.FlagRefused != 0 {
-				d.confirmRefusal(p, h.Code, h.Seq)
-			}
-			fallthrough
-		case h.Type == wire.TypeNack:
-			d.port.Release(f)
-			return false
-		case h.Flags&wire.FlagSeq == 0: // a data frame outside any session
-			d.count(uapi.CtrRxMalformed, 1)
-			d.port.Release(f)
-			return false
-		}
-		if known := p.rx.Known(); p.rx.Session(h.Code) && known {
-			d.cutSession(p)
-		}
-		d.pullProgress(p) // p is serving us in this session
-	}
-	switch p.rx.Check(h.Seq) {
-	case transport.Duplicate:
-		d.count(uapi.CtrDuplicates, 1) // never placed twice; answer with what we have
-		p.rx.Owe(d.pass)
-		d.repeatRefusals(p) // what we have may be held back below a refusal
-		d.port.Release(f)
-		return false
-	case transport.Ahead:
-		d.ahead(p, h, payload)
-		d.port.Release(f)
-		return false
-	}
-	if p.held != nil && !retry {
-		// A retransmission of the frame we hold: say we hold it, so the
-		// sender keeps its packet and does not count us unreachable.
-		d.sendCtl(p, wire.TypeAck, h.Seq, 0, wire.FlagHold)
-		d.port.Release(f)
-		return false
-	}
-	if p.pagingHold { // a second paging request waits too: PAGE_DONE answers one at a time
-		// The driver is paging for this peer's request: nothing more from
-		// it is placed until PAGE_DONE (later frames are dropped and come
-		// again; retransmissions of this one get hold-flagged ACKs).
-		p.held = append(f, rest...)
-		d.holding++
+	fr := rxFrame{f: f, rest: rest, h: h, payload: payload, retry: retry}
+	if d.receive(&fr, err).kept() {
 		return true
 	}
-	out, code := d.place(p, h, payload)
+	d.port.Release(f)
+	return false
+}
+
+// rxFrame is one received frame on its way through the responder's checks.
+type rxFrame struct {
+	f, rest []byte // the frame (its headers only when rest holds its payload in the medium)
+	h       *wire.Header
+	payload []byte
+	retry   bool  // a held frame tried again: its session and control part were applied when it came
+	p       *peer // its sender, once checkAdmitted passed
+}
+
+// rxVerdict is where a frame's way through the responder's checks ended,
+// and why: each check either passes the frame on (rxNext) or stops it with
+// one of these, counted in the counter it names. Every verdict but the two
+// kept ones releases the frame.
+type rxVerdict uint8
+
+const (
+	rxNext rxVerdict = iota // passed this check: on to the next
+
+	// checkIntact: not a dimmnet frame (RX_FOREIGN), a checksum that failed
+	// or is missing on a medium that needs one (CRC_FAIL), or a header
+	// that does not parse (RX_MALFORMED).
+	rxCorrupt
+	// checkAddressed: not for this node, or claiming to come from it
+	// (RX_MALFORMED).
+	rxMisaddressed
+	// checkAdmitted: its Ethernet source is not its node's (RX_SPOOFED),
+	// or its node is one the port does not vouch for and no stranger's
+	// place is free (RX_UNKNOWN_PEER).
+	rxUnadmitted
+	// checkSession: a data frame of a session its sender has since ended
+	// (DUPLICATES): placing it would end the session that replaced it.
+	rxStaleSession
+	// checkData: an ACK or NACK, applied to our sending (control) and
+	// nothing to place (ACKS_RX for an ACK).
+	rxControl
+	// checkData: a data frame outside any session (RX_MALFORMED).
+	rxSessionless
+	// checkSequence: placed before (DUPLICATES); answered with the ACK
+	// owed and the refusals not yet confirmed.
+	rxDuplicate
+	// checkSequence: beyond the next expected number: placed ahead of its
+	// turn (RX_UNORDERED) or dropped to come again (OUT_OF_ORDER).
+	rxAhead
+	// checkHeld: a resend of the frame held for its peer, answered with a
+	// Hold ACK so its sender keeps it and does not count us unreachable.
+	rxHeldResend
+	// checkPaging: its peer's paging request is under way: kept as the
+	// peer's held frame until PAGE_DONE.
+	rxPagingHold
+	// deliver: placed, or consumed by placement (refused with a NACK, or
+	// discarded as part of a broken message; placement counts which).
+	rxPlaced
+	// deliver: its ring or status ring is full in NACK mode: NACKed, to
+	// come again (RING_FULL_NACKS for the ring).
+	rxFullNACK
+	// deliver: its ring or status ring is full in hold mode: kept as the
+	// peer's held frame (HOLDS) and retried every pass.
+	rxFullHold
+)
+
+// kept reports whether the verdict kept the frame as its peer's held frame.
+func (v rxVerdict) kept() bool { return v == rxPagingHold || v == rxFullHold }
+
+// receive runs a frame through the responder's checks, in order, and
+// delivers one that passes them all (rxe_resp.c's chain of check states).
+// A held frame tried again (retry) skips what it passed when it came: the
+// session and control checks.
+func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
+	if v := d.checkIntact(fr, err); v != rxNext {
+		return v
+	}
+	if t := d.tracer.Load(); t != nil && !fr.retry {
+		d.traceFrame(t, EvRx, fr.h, fr.f, fr.rest)
+	}
+	if v := d.checkAddressed(fr); v != rxNext {
+		return v
+	}
+	if d.trace && !fr.retry && fr.h.Type <= wire.TypeIPush {
+		d.stamp(uapi.TraceRx)
+	}
+	if v := d.checkAdmitted(fr); v != rxNext {
+		return v
+	}
+	if !fr.retry {
+		if v := d.checkSession(fr); v != rxNext {
+			return v
+		}
+		d.control(fr.p, fr.h) // what it says of our sending (completer.go)
+		if v := d.checkData(fr); v != rxNext {
+			return v
+		}
+		d.followSession(fr)
+	}
+	if v := d.checkSequence(fr); v != rxNext {
+		return v
+	}
+	if v := d.checkHeld(fr); v != rxNext {
+		return v
+	}
+	if v := d.checkPaging(fr); v != rxNext {
+		return v
+	}
+	return d.deliver(fr)
+}
+
+// checkIntact stops a frame that did not parse. On a medium that needs
+// checksums every frame carries one: a frame without one had its CRC flag
+// flipped on the way, and nothing else of it is known intact.
+func (d *Device) checkIntact(fr *rxFrame, err error) rxVerdict {
+	if err == nil && d.crc && fr.h.Flags&wire.FlagCRC == 0 {
+		err = wire.ErrChecksum
+	}
+	if err == nil {
+		return rxNext
+	}
+	switch {
+	case errors.Is(err, wire.ErrNotDimmnet):
+		d.count(uapi.CtrRxForeign, 1)
+	case errors.Is(err, wire.ErrChecksum):
+		d.count(uapi.CtrCRCFail, 1)
+	default:
+		d.count(uapi.CtrRxMalformed, 1)
+	}
+	return rxCorrupt
+}
+
+// checkAddressed stops a frame for another node or claiming to be ours.
+func (d *Device) checkAddressed(fr *rxFrame) rxVerdict {
+	if fr.h.DstNode != d.node || fr.h.SrcNode == d.node {
+		d.count(uapi.CtrRxMalformed, 1)
+		return rxMisaddressed
+	}
+	return rxNext
+}
+
+// checkAdmitted finds the frame's peer, or stops a frame from a sender
+// that may not have one (admit, peer.go, counts why).
+func (d *Device) checkAdmitted(fr *rxFrame) rxVerdict {
+	p, ok := d.admit(fr.h.SrcNode, fr.f[6:12])
+	if !ok {
+		return rxUnadmitted
+	}
+	fr.p = p
+	return rxNext
+}
+
+// checkSession stops a late data frame of a session the peer has ended:
+// it would end the session that replaced it and place old packets again.
+// Its ACK field is as old: it says nothing of our sending.
+func (d *Device) checkSession(fr *rxFrame) rxVerdict {
+	if fr.h.Flags&wire.FlagSeq != 0 && fr.p.rx.Stale(fr.h.Code) {
+		d.count(uapi.CtrDuplicates, 1)
+		return rxStaleSession
+	}
+	return rxNext
+}
+
+// checkData stops what has nothing to place once control has applied it:
+// an ACK or NACK, and a data frame outside any session.
+func (d *Device) checkData(fr *rxFrame) rxVerdict {
+	h := fr.h
+	switch {
+	case h.Type == wire.TypeAck:
+		d.count(uapi.CtrAcksRx, 1)
+		if h.Flags&wire.FlagRefused != 0 {
+			d.confirmRefusal(fr.p, h.Code, h.Seq)
+		}
+		return rxControl
+	case h.Type == wire.TypeNack:
+		return rxControl
+	case h.Flags&wire.FlagSeq == 0:
+		d.count(uapi.CtrRxMalformed, 1)
+		return rxSessionless
+	}
+	return rxNext
+}
+
+// followSession notes a data frame of the peer's current session: one that
+// starts a new session discards what was kept of the old (cutSession), and
+// any restarts the guard on our PULLs from the peer, which is serving us.
+func (d *Device) followSession(fr *rxFrame) {
+	p := fr.p
+	if known := p.rx.Known(); p.rx.Session(fr.h.Code) && known {
+		d.cutSession(p)
+	}
+	d.pullProgress(p)
+}
+
+// checkSequence stops a frame that is not the next expected one: a
+// duplicate (never placed twice; answered with what we have, which may be
+// held back below a refusal) or one ahead of its turn (see ahead).
+func (d *Device) checkSequence(fr *rxFrame) rxVerdict {
+	p := fr.p
+	switch p.rx.Check(fr.h.Seq) {
+	case transport.Duplicate:
+		d.count(uapi.CtrDuplicates, 1)
+		p.rx.Owe(d.pass)
+		d.repeatRefusals(p)
+		return rxDuplicate
+	case transport.Ahead:
+		d.ahead(p, fr.h, fr.payload)
+		return rxAhead
+	}
+	return rxNext
+}
+
+// checkHeld stops a resend of the frame held for its peer, saying we hold
+// it, so the sender keeps its packet and does not count us unreachable.
+func (d *Device) checkHeld(fr *rxFrame) rxVerdict {
+	if fr.p.held != nil && !fr.retry {
+		d.sendCtl(fr.p, wire.TypeAck, fr.h.Seq, 0, wire.FlagHold)
+		return rxHeldResend
+	}
+	return rxNext
+}
+
+// checkPaging keeps the frame while the driver pages for its peer's
+// request: nothing more from it is placed until PAGE_DONE (later frames
+// are dropped and come again; resends of this one get Hold ACKs), and a
+// second paging request waits too, since PAGE_DONE answers one at a time.
+func (d *Device) checkPaging(fr *rxFrame) rxVerdict {
+	if !fr.p.pagingHold {
+		return rxNext
+	}
+	d.hold(fr)
+	return rxPagingHold
+}
+
+// hold keeps the frame as its peer's held frame, whole.
+func (d *Device) hold(fr *rxFrame) {
+	fr.p.held = append(fr.f, fr.rest...)
+	d.holding++
+}
+
+// deliver places an in-order data frame that passed every check
+// (placement.go) and answers it: its number is accepted unless its ring or
+// status ring is full, when it is NACKed or held as RING_FULL_MODE says.
+func (d *Device) deliver(fr *rxFrame) rxVerdict {
+	p, h := fr.p, fr.h
+	out, code := d.place(p, h, fr.payload)
 	switch out {
 	case delivered, discarded:
 		p.rx.Accept(d.pass)
@@ -233,20 +391,18 @@ func (d *Device) handleParsed(f, rest []byte, h *wire.Header, payload []byte, er
 			// this), so staying silent after the first NACK would leave
 			// it waiting for ever once the ring has room again.
 			d.sendCtl(p, wire.TypeNack, h.Seq, wire.NackRetry, 0)
-			break
+			return rxFullNACK
 		}
 		// Hold: keep the frame as this peer's; withhold its ACK, drop the
 		// peer's later data unacknowledged, and go on with ACKs and other
 		// peers' frames.
-		if !retry {
+		if !fr.retry {
 			d.count(uapi.CtrHolds, 1)
 		}
-		p.held = append(f, rest...)
-		d.holding++
-		return true
+		d.hold(fr)
+		return rxFullHold
 	}
-	d.port.Release(f)
-	return false
+	return rxPlaced
 }
 
 // ahead handles a data frame beyond the next expected number: placed at
