@@ -244,11 +244,17 @@ func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
 // checksums every frame carries one: a frame without one had its CRC flag
 // flipped on the way, and nothing else of it is known intact.
 func (d *Device) checkIntact(fr *rxFrame, err error) rxVerdict {
-	if err == nil && d.crc && fr.h.Flags&wire.FlagCRC == 0 {
-		err = wire.ErrChecksum
-	}
-	if err == nil {
+	if err == nil && (!d.crc || fr.h.Flags&wire.FlagCRC != 0) {
 		return rxNext
+	}
+	return d.corrupt(err)
+}
+
+// corrupt counts a frame checkIntact stops (err nil: its CRC flag was
+// flipped) under the reason it failed for.
+func (d *Device) corrupt(err error) rxVerdict {
+	if err == nil {
+		err = wire.ErrChecksum
 	}
 	switch {
 	case errors.Is(err, wire.ErrNotDimmnet):
@@ -273,11 +279,10 @@ func (d *Device) checkAddressed(fr *rxFrame) rxVerdict {
 // checkAdmitted finds the frame's peer, or stops a frame from a sender
 // that may not have one (admit, peer.go, counts why).
 func (d *Device) checkAdmitted(fr *rxFrame) rxVerdict {
-	p, ok := d.admit(fr.h.SrcNode, fr.f[6:12])
-	if !ok {
+	var ok bool
+	if fr.p, ok = d.admit(fr.h.SrcNode, fr.f[6:12]); !ok {
 		return rxUnadmitted
 	}
-	fr.p = p
 	return rxNext
 }
 
@@ -285,16 +290,24 @@ func (d *Device) checkAdmitted(fr *rxFrame) rxVerdict {
 // it would end the session that replaced it and place old packets again.
 // Its ACK field is as old: it says nothing of our sending.
 func (d *Device) checkSession(fr *rxFrame) rxVerdict {
-	if fr.h.Flags&wire.FlagSeq != 0 && fr.p.rx.Stale(fr.h.Code) {
-		d.count(uapi.CtrDuplicates, 1)
-		return rxStaleSession
+	if fr.h.Flags&wire.FlagSeq == 0 || !fr.p.rx.Stale(fr.h.Code) {
+		return rxNext
 	}
-	return rxNext
+	d.count(uapi.CtrDuplicates, 1)
+	return rxStaleSession
 }
 
 // checkData stops what has nothing to place once control has applied it:
 // an ACK or NACK, and a data frame outside any session.
 func (d *Device) checkData(fr *rxFrame) rxVerdict {
+	if h := fr.h; h.Type != wire.TypeAck && h.Type != wire.TypeNack && h.Flags&wire.FlagSeq != 0 {
+		return rxNext
+	}
+	return d.notData(fr)
+}
+
+// notData counts and applies a frame checkData stops.
+func (d *Device) notData(fr *rxFrame) rxVerdict {
 	h := fr.h
 	switch {
 	case h.Type == wire.TypeAck:
@@ -305,11 +318,10 @@ func (d *Device) checkData(fr *rxFrame) rxVerdict {
 		return rxControl
 	case h.Type == wire.TypeNack:
 		return rxControl
-	case h.Flags&wire.FlagSeq == 0:
+	default: // no sequence number
 		d.count(uapi.CtrRxMalformed, 1)
 		return rxSessionless
 	}
-	return rxNext
 }
 
 // followSession notes a data frame of the peer's current session: one that
@@ -327,28 +339,36 @@ func (d *Device) followSession(fr *rxFrame) {
 // duplicate (never placed twice; answered with what we have, which may be
 // held back below a refusal) or one ahead of its turn (see ahead).
 func (d *Device) checkSequence(fr *rxFrame) rxVerdict {
+	v := fr.p.rx.Check(fr.h.Seq)
+	if v == transport.InOrder {
+		return rxNext
+	}
+	return d.outOfSequence(fr, v)
+}
+
+// outOfSequence answers a frame checkSequence stops.
+func (d *Device) outOfSequence(fr *rxFrame, v transport.Verdict) rxVerdict {
 	p := fr.p
-	switch p.rx.Check(fr.h.Seq) {
+	switch v {
 	case transport.Duplicate:
 		d.count(uapi.CtrDuplicates, 1)
 		p.rx.Owe(d.pass)
 		d.repeatRefusals(p)
 		return rxDuplicate
-	case transport.Ahead:
+	default: // transport.Ahead
 		d.ahead(p, fr.h, fr.payload)
 		return rxAhead
 	}
-	return rxNext
 }
 
 // checkHeld stops a resend of the frame held for its peer, saying we hold
 // it, so the sender keeps its packet and does not count us unreachable.
 func (d *Device) checkHeld(fr *rxFrame) rxVerdict {
-	if fr.p.held != nil && !fr.retry {
-		d.sendCtl(fr.p, wire.TypeAck, fr.h.Seq, 0, wire.FlagHold)
-		return rxHeldResend
+	if fr.p.held == nil || fr.retry {
+		return rxNext
 	}
-	return rxNext
+	d.sendCtl(fr.p, wire.TypeAck, fr.h.Seq, 0, wire.FlagHold)
+	return rxHeldResend
 }
 
 // checkPaging keeps the frame while the driver pages for its peer's
