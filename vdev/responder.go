@@ -279,19 +279,29 @@ func (d *Device) checkAddressed(fr *rxFrame) rxVerdict {
 // checkAdmitted finds the frame's peer, or stops a frame from a sender
 // that may not have one (admit, peer.go, counts why).
 func (d *Device) checkAdmitted(fr *rxFrame) rxVerdict {
-	var ok bool
-	if fr.p, ok = d.admit(fr.h.SrcNode, fr.f[6:12]); !ok {
-		return rxUnadmitted
+	p, ok := d.admit(fr.h.SrcNode, fr.f[6:12])
+	fr.p = p
+	if ok {
+		return rxNext
 	}
-	return rxNext
+	return rxUnadmitted
 }
 
 // checkSession stops a late data frame of a session the peer has ended:
 // it would end the session that replaced it and place old packets again.
 // Its ACK field is as old: it says nothing of our sending.
 func (d *Device) checkSession(fr *rxFrame) rxVerdict {
-	if fr.h.Flags&wire.FlagSeq == 0 || !fr.p.rx.Stale(fr.h.Code) {
-		return rxNext
+	if rx := fr.p.rx; fr.h.Flags&wire.FlagSeq == 0 || !rx.Known() || fr.h.Code == rx.Epoch() {
+		return rxNext // not a data frame, or of the session being received
+	}
+	return d.staleSession(fr)
+}
+
+// staleSession stops a data frame checkSession looks at twice: one of a
+// session the peer ended before the one being received.
+func (d *Device) staleSession(fr *rxFrame) rxVerdict {
+	if !fr.p.rx.Stale(fr.h.Code) {
+		return rxNext // a new session
 	}
 	d.count(uapi.CtrDuplicates, 1)
 	return rxStaleSession
@@ -329,27 +339,36 @@ func (d *Device) notData(fr *rxFrame) rxVerdict {
 // any restarts the guard on our PULLs from the peer, which is serving us.
 func (d *Device) followSession(fr *rxFrame) {
 	p := fr.p
-	if known := p.rx.Known(); p.rx.Session(fr.h.Code) && known {
-		d.cutSession(p)
+	if !p.rx.Known() || fr.h.Code != p.rx.Epoch() {
+		d.newSession(p, fr.h.Code)
 	}
 	d.pullProgress(p)
+}
+
+// newSession starts receiving p's session epoch, discarding what was kept
+// of the one it replaces.
+func (d *Device) newSession(p *peer, epoch uint16) {
+	if known := p.rx.Known(); p.rx.Session(epoch) && known {
+		d.cutSession(p)
+	}
 }
 
 // checkSequence stops a frame that is not the next expected one: a
 // duplicate (never placed twice; answered with what we have, which may be
 // held back below a refusal) or one ahead of its turn (see ahead).
 func (d *Device) checkSequence(fr *rxFrame) rxVerdict {
-	v := fr.p.rx.Check(fr.h.Seq)
-	if v == transport.InOrder {
-		return rxNext
+	if fr.h.Seq == fr.p.rx.Expect() {
+		return rxNext // transport.InOrder
 	}
-	return d.outOfSequence(fr, v)
+	return d.outOfSequence(fr)
 }
 
 // outOfSequence answers a frame checkSequence stops.
-func (d *Device) outOfSequence(fr *rxFrame, v transport.Verdict) rxVerdict {
+func (d *Device) outOfSequence(fr *rxFrame) rxVerdict {
 	p := fr.p
-	switch v {
+	switch p.rx.Check(fr.h.Seq) {
+	case transport.InOrder: // not reached: checkSequence passed it
+		return rxNext
 	case transport.Duplicate:
 		d.count(uapi.CtrDuplicates, 1)
 		p.rx.Owe(d.pass)
