@@ -203,6 +203,9 @@ func Hunt(o Options) (Result, error) {
 		res.Failures = append(res.Failures, fs...)
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "run %s: %d failed in %s (load %s)\n", name, len(fs), ri.Duration.Round(time.Second), ri.Load)
+			for _, f := range fs { // as they come: a long hunt stopped early still tells
+				fmt.Fprintf(o.Log, "  %s %s: %s\n", f.Package, f.Test, strings.Join(f.Message, " / "))
+			}
 		}
 	}
 	return res, nil
