@@ -38,7 +38,7 @@ lat: ping-pong RTT/2 with min, median, mean, p99, p99.9, max and stdev
 func perfCmd(args []string) error {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), perfUsage); fs.PrintDefaults() }
-	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp, afpacket, tap (in-process pair), shm (two processes), or for serve/HOST udp or afpacket")
+	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp, afpacket, tap (in-process pair), shm (two processes), or for serve/HOST udp (their default) or afpacket")
 	attach := fs.String("attach", "", "SOCK_A,SOCK_B: two processes attached to a running dimmnet serve")
 	size := fs.Int("s", 0, "one message size (0: a sweep of 8 B .. --max, by 8x)")
 	maxSize := fs.Int("max", 1<<20, "largest size of the sweep")
@@ -77,6 +77,11 @@ func perfCmd(args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	linkSet := false
+	fs.Visit(func(f *flag.Flag) { linkSet = linkSet || f.Name == "link" })
+	if !linkSet && (host != "" || role == "serve") {
+		*linkKind = "udp" // across hosts: mem and shm stay on one
 	}
 	maxNeed := max(*maxSize, *size)
 	if maxNeed < 8 || maxNeed > 4<<20 {
