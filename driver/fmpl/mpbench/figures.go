@@ -309,65 +309,76 @@ func figRank(w *fmpl.World, o FigOptions, where, medium string) ([]Fig, error) {
 		return nil, err
 	}
 	work, _ := w.Alloc(8192)
-	ctx, err := blacs.NewContext(w, fmpl.CommWorld, 1, p, blacs.Options{Index: 40, Pack: 64 << 10, Spool: 1 << 20})
-	if err != nil {
-		return nil, err
-	}
 	n := max(2, 200/o.Scale)
-	// Fig. 8: the barrier.
-	t, err := timed(n, func(int) error { return w.Barrier(fmpl.CommWorld) })
-	if err != nil {
-		return nil, fmt.Errorf("barrier: %w", err)
-	}
-	add("8", "fmpl", 0, t)
-	// Fig. 9: the 8 KB broadcast, FMPL's and BLACS-FMPL's.
+	// FMPL's figures first, then BLACS-FMPL's: a BLACS context puts FMPL
+	// into buffered sends (a timeout and a spool, since BLACS sends
+	// complete locally), which FMPL's own figures must not run under.
+	var ctx *blacs.Context
 	for _, lib := range []string{"fmpl", "blacs-fmpl"} {
+		if lib == "blacs-fmpl" {
+			if ctx, err = blacs.NewContext(w, fmpl.CommWorld, 1, p, blacs.Options{Index: 40, Pack: 64 << 10, Spool: 1 << 20}); err != nil {
+				return nil, err
+			}
+		}
+		if lib == "fmpl" {
+			// Fig. 8: the barrier.
+			t, err := timed(n, func(int) error { return w.Barrier(fmpl.CommWorld) })
+			if err != nil {
+				return nil, fmt.Errorf("barrier: %w", err)
+			}
+			add("8", "fmpl", 0, t)
+		}
+		// Fig. 9: the 8 KB broadcast.
 		t, err := timed(n, func(i int) error { return figBcast(w, ctx, lib, small, i%p, i) })
 		if err != nil {
 			return nil, fmt.Errorf("%s bcast 8 KB: %w", lib, err)
 		}
 		add("9", lib, 8192, t)
-	}
-	// Fig. 11: the 8 KB reduction (float64 sums).
-	t, err = timed(n, func(i int) error {
-		root := i % p
-		check := i%10 == 0
-		if check {
-			fill64(small, me)
+		if lib == "fmpl" {
+			// Fig. 11: the 8 KB reduction (float64 sums).
+			t, err = timed(n, func(i int) error {
+				root := i % p
+				check := i%10 == 0
+				if check {
+					fill64(small, me)
+				}
+				if err := w.Reduce(small, 1024, fmpl.Sum(fmpl.Float64), root, fmpl.CommWorld, work); err != nil {
+					return err
+				}
+				if me == root && check {
+					return checkSum64(small, p)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("reduce 8 KB: %w", err)
+			}
+			add("11", "fmpl", 8192, t)
 		}
-		if err := w.Reduce(small, 1024, fmpl.Sum(fmpl.Float64), root, fmpl.CommWorld, work); err != nil {
-			return err
+		if p == 2 {
+			libs := []string{"fmpl", "fmpl-copy"}
+			if lib == "blacs-fmpl" {
+				libs = []string{lib}
+			}
+			if err := figPointToPoint(w, ctx, o, libs, add); err != nil {
+				return nil, err
+			}
 		}
-		if me == root && check {
-			return checkSum64(small, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reduce 8 KB: %w", err)
-	}
-	add("11", "fmpl", 8192, t)
-	if p == 2 {
-		if err := figPointToPoint(w, ctx, o, add); err != nil {
-			return nil, err
-		}
-	}
-	if p == o.maxRanks() {
-		big, err := w.Alloc(o.MaxSize)
-		if err != nil {
-			return nil, err
-		}
-		for size := 8; size <= o.MaxSize; size *= 8 {
-			iters := max(2, min(n, (32<<20)/size/o.Scale))
-			for _, lib := range []string{"fmpl", "blacs-fmpl"} {
+		if p == o.maxRanks() {
+			big, err := w.Alloc(o.MaxSize)
+			if err != nil {
+				return nil, err
+			}
+			for size := 8; size <= o.MaxSize; size *= 8 {
+				iters := max(2, min(n, (32<<20)/size/o.Scale))
 				t, err := timed(iters, func(i int) error { return figBcast(w, ctx, lib, big[:size], i%p, i) })
 				if err != nil {
 					return nil, fmt.Errorf("%s bcast %d: %w", lib, size, err)
 				}
 				add("10", lib, size, t)
 			}
+			w.Free(big)
 		}
-		w.Free(big)
 	}
 	w.Free(small)
 	w.Free(work)
@@ -402,11 +413,12 @@ func figBcast(w *fmpl.World, ctx *blacs.Context, lib string, buf []byte, root, i
 	return checkStamp(buf, root, i)
 }
 
-// figPointToPoint is Fig. 7 on two ranks: the ping-pong's one-way time
-// and bandwidth by size, FMPL with link-memory buffers (zero copy) and
-// with host buffers (copied through link memory), and BLACS-FMPL's
-// GESD2D/GERV2D of a contiguous column in link memory.
-func figPointToPoint(w *fmpl.World, ctx *blacs.Context, o FigOptions, add func(fig, lib string, size int, us float64)) error {
+// figPointToPoint is Fig. 7 on two ranks for libs: the ping-pong's
+// one-way time and bandwidth by size, FMPL with link-memory buffers (zero
+// copy, "fmpl") and with host buffers (copied through link memory,
+// "fmpl-copy"), and BLACS-FMPL's GESD2D/GERV2D of a contiguous column in
+// link memory ("blacs-fmpl", needing ctx).
+func figPointToPoint(w *fmpl.World, ctx *blacs.Context, o FigOptions, libs []string, add func(fig, lib string, size int, us float64)) error {
 	peer := 1 - w.Rank()
 	sb, err := w.Alloc(o.MaxSize)
 	if err != nil {
@@ -422,7 +434,7 @@ func figPointToPoint(w *fmpl.World, ctx *blacs.Context, o FigOptions, add func(f
 	f64 := func(b []byte) []float64 {
 		return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
 	}
-	for _, lib := range []string{"fmpl", "fmpl-copy", "blacs-fmpl"} {
+	for _, lib := range libs {
 		s, r := sb, rb
 		if lib == "fmpl-copy" {
 			s, r = hs, hr
