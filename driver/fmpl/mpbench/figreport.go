@@ -91,6 +91,8 @@ func fmtv(v float64) string {
 		return "-"
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
+	case v < 0.01:
+		return fmt.Sprintf("%.4f", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
 	}

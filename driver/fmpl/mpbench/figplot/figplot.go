@@ -127,7 +127,12 @@ func Draw(w io.Writer, name, fig string, recs []mpbench.Fig) error {
 			label += " (no counterpart)"
 		}
 		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("%s: %.0f MB/s", label, xy.Y), sc)
+		if pp.US > 0 {
+			label += fmt.Sprintf(": %.1f µs one-way at %d B (%.2f MB/s)", pp.US, pp.Size, xy.Y)
+		} else {
+			label += fmt.Sprintf(": %.0f MB/s", xy.Y)
+		}
+		p.Legend.Add(label, sc)
 	}
 	// The shapes the paper states for the collectives.
 	var ref plotter.XYs
