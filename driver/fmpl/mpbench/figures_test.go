@@ -4,16 +4,18 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
 
 // The figure sweep at a reduced size: 2 to 16 ranks in one process and as
-// processes, every figure's records present for every rank count it has,
-// broadcasts and reductions checked by content inside; Open MPI beside
-// where mpirun is installed.
+// processes (under the race detector, processes at 2, 9 and 16 ranks),
+// every figure's records present for every rank count it has, broadcasts
+// and reductions checked by content inside; Open MPI beside with
+// DIMMNET_FIG_OMPI set where mpirun is installed.
 func TestFiguresSweep(t *testing.T) {
-	o := FigOptions{MaxSize: 4096, Scale: 100, Loops: 1, NoOMPI: true}
+	o := FigOptions{MaxSize: 4096, Scale: 100, Loops: 1, NoOMPI: true, InProcess: true}
 	if _, err := exec.LookPath("mpirun"); err == nil && os.Getenv("DIMMNET_FIG_OMPI") != "" {
 		o.NoOMPI = false
 	}
@@ -22,6 +24,15 @@ func TestFiguresSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	procRanks := []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	if raceEnabled {
+		procRanks = []int{2, 9, 16}
+	}
+	pr, err := Figures(FigOptions{Ranks: procRanks, MaxSize: 4096, Scale: 100, Loops: 1, NoOMPI: true, Processes: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, pr...)
 	t.Logf("%d records in %v", len(recs), time.Since(start))
 	has := func(fig, lib, where string, ranks, size int) bool {
 		for _, r := range recs {
@@ -33,6 +44,9 @@ func TestFiguresSweep(t *testing.T) {
 	}
 	for _, where := range []string{"processes", "inprocess"} {
 		for p := 2; p <= 16; p++ {
+			if where == "processes" && !slices.Contains(procRanks, p) {
+				continue
+			}
 			for _, w := range []struct {
 				fig, lib string
 				size     int
