@@ -24,7 +24,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/link/switched"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
-	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/region"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netns"
@@ -106,7 +106,7 @@ func serveCmd(args []string) error {
 	// A killed daemon's region files stay until someone removes them; the
 	// default directory is looked in too, for daemons from before memfds.
 	for _, sd := range uniq(*shmDir, "/dev/shm") {
-		removed, err := shm.RemoveStale(sd)
+		removed, err := region.RemoveStale(sd)
 		for _, p := range removed {
 			log.Info("removed a dead daemon's region", "path", p)
 		}
@@ -169,7 +169,7 @@ func serveCmd(args []string) error {
 		return fmt.Errorf("--ringfull %q: want hold or nack", *ringFull)
 	}
 	if *shmDir != "" {
-		cfg.ShmPath = shm.DaemonPattern(*shmDir, os.Getpid())
+		cfg.ShmPath = region.DaemonPattern(*shmDir, os.Getpid())
 	}
 	local, err := vdev.NewLocalPorts(cfg, ids, open)
 	if err != nil {
@@ -262,7 +262,7 @@ const rawRegionSize = 2 << 20
 // it under the others.
 func serveRawIRQ(cfg ivshmem.Config, log *slog.Logger) (*ivshmem.Server, error) {
 	vectors := cfg.Vectors
-	shmFD, err := shm.Memfd("dimmnet-raw-irq", rawRegionSize)
+	shmFD, err := region.Memfd("dimmnet-raw-irq", rawRegionSize)
 	if err != nil {
 		return nil, fmt.Errorf("raw irq region: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
-	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/region"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +22,7 @@ const bound = 5 * time.Second
 // fresh directory, clients dropped after timeout unread.
 func listen(t *testing.T, timeout time.Duration) *Server {
 	t.Helper()
-	fd, err := shm.Memfd("ivshmem-test", 1<<20)
+	fd, err := region.Memfd("ivshmem-test", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestSocketModeAndSquatters(t *testing.T) {
 	if err := unix.Lstat(s.cfg.Path, &st); err != nil || st.Mode&0o777 != 0o600 {
 		t.Fatalf("socket mode %o (%v), want 600", st.Mode&0o777, err)
 	}
-	fd, _ := shm.Memfd("ivshmem-test", 1<<20)
+	fd, _ := region.Memfd("ivshmem-test", 1<<20)
 	defer unix.Close(fd)
 	p := filepath.Join(t.TempDir(), "taken.sock")
 	if err := os.WriteFile(p, []byte("not a socket"), 0o600); err != nil {

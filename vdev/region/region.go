@@ -1,4 +1,4 @@
-// Package shm creates and maps the shared memory behind a device: a sealed
+// Package region creates and maps the shared memory behind a device: a sealed
 // memfd by default, or a file (in /dev/shm) when something must find the
 // region by name. The fd is what the ivshmem server hands to its clients,
 // and clients get it read-write, so the kind of file decides what a client
@@ -6,7 +6,7 @@
 // ftruncate fails with EPERM), while a tmpfs file cannot be sealed, and a
 // client that shrinks it makes the daemon's next touch of a lost page a
 // SIGBUS (package vdev catches that fault and fails only that device).
-package shm
+package region
 
 import (
 	"errors"
