@@ -15,7 +15,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/link/switched"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev/region"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"

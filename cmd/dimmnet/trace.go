@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
