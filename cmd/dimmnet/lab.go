@@ -24,7 +24,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/qemu/initramfs"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	vmqemu "github.com/hugelgupf/vmtest/qemu"
 )
 

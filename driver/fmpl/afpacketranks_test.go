@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 )
 
 // Ranks on AF_PACKET: each rank process runs inside a network namespace

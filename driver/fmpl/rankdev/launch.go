@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 )
 
 // LocalMedium makes what np ranks of one job on this host need of their

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 )
 
 // A namespace named after a process that is gone is removed; one named
