@@ -13,7 +13,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/internal/rundir"
-	"github.com/dimmnet/dimmnet/vdev/tracesock"
+	"github.com/dimmnet/dimmnet/vdev/daemon/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
