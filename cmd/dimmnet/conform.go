@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dimmnet/dimmnet/vdev/conform"
+	"github.com/dimmnet/dimmnet/driver/conform"
 )
 
 // conformCmd runs a user's driver program once per situation against a
