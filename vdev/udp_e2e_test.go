@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/internal/netsetup"
 )
 
 const e2eWait = 10_000_000_000 // ns: generous, these machines are shared

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/qemu/initramfs"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
-	"github.com/dimmnet/dimmnet/internal/netsetup"
 	vmqemu "github.com/hugelgupf/vmtest/qemu"
 )
 

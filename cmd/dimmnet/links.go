@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/link/fault"
-	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -303,7 +303,7 @@ func rankFlags(fs *flag.FlagSet) (keyFile *string, check *bool) {
 }
 
 // setRankEnv hands --key and --check to the rank processes, which read
-// them from the environment (rankdev), as ranks an outside launcher
+// them from the environment (driver/ranks), as ranks an outside launcher
 // starts do.
 func setRankEnv(keyFile string, check bool) error {
 	if keyFile != "" {

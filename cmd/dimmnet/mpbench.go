@@ -5,8 +5,8 @@ import (
 	"flag"
 	"os"
 
-	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 )
 
 // mpbenchCmd runs FMPL's measurements beside raw PUSH and Open MPI; under
@@ -32,7 +32,7 @@ func mpbenchCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
+	if l, ok, _ := ranks.FromEnv(); ok && l.Rank != 0 {
 		return nil
 	}
 	if *jsonOut != "" {

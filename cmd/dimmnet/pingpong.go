@@ -20,8 +20,8 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
-	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/internal/rundir"
+	"github.com/dimmnet/dimmnet/vdev"
 	"golang.org/x/sys/unix"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netns"
 
-	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 

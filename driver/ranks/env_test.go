@@ -1,4 +1,4 @@
-package fmpl
+package ranks
 
 import (
 	"errors"
@@ -18,8 +18,8 @@ func TestLaunchEnvironments(t *testing.T) {
 		{map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2"}, Launch{Rank: 0, Size: 2, LocalRank: 0, From: "pmi"}, true, nil},
 		{map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1"}, Launch{Rank: 5, Size: 8, LocalRank: 1, From: "slurm"}, true, nil},
 		{map[string]string{}, Launch{}, false, nil},
-		{map[string]string{"PMI_RANK": "2", "PMI_SIZE": "2"}, Launch{}, false, ErrConfig},
-		{map[string]string{"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "2"}, Launch{}, false, ErrConfig},
+		{map[string]string{"PMI_RANK": "2", "PMI_SIZE": "2"}, Launch{}, false, ErrLaunchEnv},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "2"}, Launch{}, false, ErrLaunchEnv},
 	} {
 		got, ok, err := launchFrom(func(k string) string { return c.env[k] })
 		if got != c.want || ok != c.ok || !errors.Is(err, c.err) {

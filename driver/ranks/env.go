@@ -1,10 +1,15 @@
-package fmpl
+package ranks
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 )
+
+// ErrLaunchEnv: a launcher's variables are set but do not parse (a rank
+// outside the size, a size of 0, a word where a number belongs).
+var ErrLaunchEnv = errors.New("ranks: bad launcher environment")
 
 // Launch is where a rank learned its place in the job.
 type Launch struct {
@@ -17,7 +22,7 @@ type Launch struct {
 	From string
 }
 
-// launchers are the environments of the launchers FMPL runs under, in
+// launchers are the environments of the launchers the ranks run under, in
 // the order they are believed: Open MPI's mpirun, any PMI launcher
 // (MPICH's hydra, Slurm's PMI), Slurm's srun.
 var launchers = []struct{ from, rank, size, local, localSize string }{
@@ -42,30 +47,16 @@ func launchFrom(getenv func(string) string) (Launch, bool, error) {
 		rank, err1 := strconv.Atoi(rs)
 		size, err2 := strconv.Atoi(ss)
 		if err1 != nil || err2 != nil || size <= 0 || rank < 0 || rank >= size {
-			return Launch{}, false, fmt.Errorf("%s=%q %s=%q: %w", l.rank, rs, l.size, ss, ErrConfig)
+			return Launch{}, false, fmt.Errorf("%s=%q %s=%q: %w", l.rank, rs, l.size, ss, ErrLaunchEnv)
 		}
 		local := rank
 		if v := getenv(l.local); v != "" {
 			if local, err1 = strconv.Atoi(v); err1 != nil || local < 0 {
-				return Launch{}, false, fmt.Errorf("%s=%q: %w", l.local, v, ErrConfig)
+				return Launch{}, false, fmt.Errorf("%s=%q: %w", l.local, v, ErrLaunchEnv)
 			}
 		}
 		localSize, _ := strconv.Atoi(getenv(l.localSize)) // a hint only: 0 when absent or odd
 		return Launch{Rank: rank, Size: size, LocalRank: local, LocalSize: max(localSize, 0), From: l.from}, true, nil
 	}
 	return Launch{}, false, nil
-}
-
-// Stats counts what a rank did.
-type Stats struct {
-	Sends, Recvs, Spooled uint64
-	// Protocol counts statuses that fit no posted operation (must stay 0).
-	Protocol int
-}
-
-// Stats returns the rank's counts so far.
-func (w *World) Stats() Stats {
-	s := w.stats
-	s.Protocol = w.proto
-	return s
 }

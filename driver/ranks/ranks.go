@@ -1,10 +1,10 @@
-// Package rankdev gives an FMPL rank its device: each rank is a process
+// Package ranks gives an FMPL rank its device: each rank is a process
 // that embeds its own dimmnet device (as pingpong --link shm does), joined
 // to the other ranks' devices by the shared-memory link on one host, or by
 // UDP or raw Ethernet (AF_PACKET) across hosts. It is the one place between FMPL and the device
 // model: package fmpl takes a *driver.Driver and never imports vdev, so
 // the same library runs on a device attached over ivshmem or in a guest.
-package rankdev
+package ranks
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ import (
 
 // ErrNoJob reports a shared-memory rank with no rendezvous directory:
 // none given and no launcher's job id in the environment to derive one.
-var ErrNoJob = errors.New("rankdev: no rendezvous directory and no launcher job id")
+var ErrNoJob = errors.New("ranks: no rendezvous directory and no launcher job id")
 
 // Options chooses a rank's device and link.
 type Options struct {
@@ -82,7 +82,7 @@ type Options struct {
 }
 
 // ErrViolations reports that a checked rank's driver broke the datasheet.
-var ErrViolations = errors.New("rankdev: the driver broke the datasheet")
+var ErrViolations = errors.New("ranks: the driver broke the datasheet")
 
 // The wait policy of a rank when ranks outnumber cores (the driver's
 // DIMMNET_OS_YIELD and DIMMNET_SPIN_NS): give the core to the OS at every
@@ -159,7 +159,7 @@ func Open(o Options) (*Device, error) {
 		o.Payload = vdev.DefaultHubPayload
 	}
 	if o.Node == 0 {
-		return nil, fmt.Errorf("rankdev: node 0: node ids start at 1")
+		return nil, fmt.Errorf("ranks: node 0: node ids start at 1")
 	}
 	if o.LocalRanks > runtime.NumCPU() {
 		for _, kv := range oversubscribedWait {
@@ -200,7 +200,7 @@ func openDevice(o Options) (*Device, error) {
 	if o.Key != "" {
 		k, err := auth.LoadKey(o.Key)
 		if err != nil {
-			return nil, fmt.Errorf("rankdev: %w", err)
+			return nil, fmt.Errorf("ranks: %w", err)
 		}
 		key = &k
 	}
@@ -232,15 +232,15 @@ func openDevice(o Options) (*Device, error) {
 	case "afpacket":
 		l, err = openAFPacket(cfg, &o, key)
 	default:
-		return nil, fmt.Errorf("rankdev: link %q: want shm, udp or afpacket", o.Link)
+		return nil, fmt.Errorf("ranks: link %q: want shm, udp or afpacket", o.Link)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rankdev: node %d on %s: %w", o.Node, o.Link, err)
+		return nil, fmt.Errorf("ranks: node %d on %s: %w", o.Node, o.Link, err)
 	}
 	d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
 	if err != nil {
 		l.Close()
-		return nil, fmt.Errorf("rankdev: node %d: %w", o.Node, err)
+		return nil, fmt.Errorf("ranks: node %d: %w", o.Node, err)
 	}
 	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node, check: o.Check}, nil
 }

@@ -1,4 +1,4 @@
-package rankdev
+package ranks
 
 import (
 	"bufio"
@@ -20,11 +20,11 @@ import (
 // in its network namespace, or that has none: none given, no
 // $DIMMNET_IFNAME and no default route to take one from. A rank started
 // outside the namespace its interface lives in sees this.
-var ErrNoInterface = errors.New("rankdev: afpacket: no such network interface")
+var ErrNoInterface = errors.New("ranks: afpacket: no such network interface")
 
 // ErrNeedRoot reports an afpacket rank without the privilege raw sockets
 // need (root, or CAP_NET_RAW): the kernel refused the AF_PACKET socket.
-var ErrNeedRoot = errors.New("rankdev: afpacket needs root (CAP_NET_RAW)")
+var ErrNeedRoot = errors.New("ranks: afpacket needs root (CAP_NET_RAW)")
 
 // routeFile is the kernel's IPv4 routing table; a variable so a test can
 // point the default-interface lookup at a file of its own.

@@ -1,4 +1,4 @@
-package rankdev
+package ranks
 
 import (
 	"os"

@@ -1,12 +1,12 @@
-package rankdev
+package ranks
 
 import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
 
-	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
 // LocalMedium makes what np ranks of one job on this host need of their

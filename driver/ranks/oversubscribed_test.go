@@ -1,17 +1,17 @@
-package rankdev_test
+package ranks_test
 
 import (
 	"runtime"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 )
 
 // A rank among more ranks than cores waits by yielding its core (the rank
 // it waits for may have none); one among fewer keeps spinning; a policy the
 // environment sets wins over either.
 func TestOversubscribedRanksYieldTheCore(t *testing.T) {
-	t.Setenv("GOMAXPROCS", "2") // keep rankdev from changing this test process's
+	t.Setenv("GOMAXPROCS", "2") // keep ranks from changing this test process's
 	cases := []struct {
 		name       string
 		localRanks int
@@ -30,7 +30,7 @@ func TestOversubscribedRanksYieldTheCore(t *testing.T) {
 			}
 			t.Setenv("DIMMNET_OS_YIELD", c.env)
 			t.Setenv("DIMMNET_SPIN_NS", "")
-			dev, err := rankdev.Open(rankdev.Options{Link: "shm", Dir: t.TempDir(), Node: 1, RegionSize: 4 << 20, LocalRanks: c.localRanks})
+			dev, err := ranks.Open(ranks.Options{Link: "shm", Dir: t.TempDir(), Node: 1, RegionSize: 4 << 20, LocalRanks: c.localRanks})
 			if err != nil {
 				t.Fatal(err)
 			}
