@@ -13,7 +13,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -45,10 +45,10 @@ func keyFor(path string) (*auth.Key, error) {
 // and returns a cleanup that removes whatever was set up (namespace,
 // interfaces, capture file).
 func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error, error) {
-	var fc fault.Config
+	var fc impair.Config
 	if o.fault != "" {
 		var err error
-		if fc, err = fault.Parse(o.fault); err != nil {
+		if fc, err = impair.Parse(o.fault); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -140,7 +140,7 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 		if fc.Active() {
 			c := fc
 			c.Seed += int64(d.Node()) // the two directions differ, repeatably
-			p = fault.Wrap(p, c)
+			p = impair.Wrap(p, c)
 		}
 		if o.pcap != "" && d.Node() == 1 { // one side sees every frame of the pair
 			if pcapFile, err = os.Create(o.pcap); err != nil {
@@ -181,10 +181,10 @@ func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
 // --link tap|afpacket does, without running in it. The cleanup removes
 // TAPs (and a bridge) the daemon made.
 func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname, bridge, faultSpec, keyFile string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
-	var fc fault.Config
+	var fc impair.Config
 	if faultSpec != "" {
 		var err error
-		if fc, err = fault.Parse(faultSpec); err != nil {
+		if fc, err = impair.Parse(faultSpec); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -287,7 +287,7 @@ func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname,
 		if fc.Active() {
 			c := fc
 			c.Seed += int64(d.Node())
-			p = fault.Wrap(p, c)
+			p = impair.Wrap(p, c)
 		}
 		return auth.Keyed(p, key) // last, so faults act on the frames as the medium carries them
 	}

@@ -1,4 +1,4 @@
-package fault
+package impair
 
 import (
 	"bytes"

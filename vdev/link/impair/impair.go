@@ -1,14 +1,14 @@
-// Package fault wraps a link.Port in a faulty medium: it drops, duplicates,
+// Package impair wraps a link.Port in an impaired medium: it drops, duplicates,
 // reorders, corrupts and delays the frames the port receives, with
 // probabilities drawn from a seeded generator so that a run can be
-// repeated exactly. Faults apply on the receive side only, so wrapping
-// both ports of a pair faults both directions, and wrapping one port
-// faults only the traffic towards it.
+// repeated exactly. Impairments apply on the receive side only, so wrapping
+// both ports of a pair impairs both directions, and wrapping one port
+// impairs only the traffic towards it.
 //
 // It exists to test the device's reliability layer (retransmission,
 // duplicate suppression, in-order delivery, CRC checks) on any link, from
 // tests and from the --fault flag of the ping-pong and the daemon.
-package fault
+package impair
 
 import (
 	"fmt"
