@@ -10,6 +10,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
@@ -81,7 +82,7 @@ func barrierCmd(args []string) error {
 	// The model: the paper's cluster, its 17-flit host cost fitted as
 	// fabric-bench does.
 	progress("barrier: fitting the model's host cost")
-	hc, err := fabric.Model{Barriers: 2000, Seed: 1, Lists: 10}.FitHostCost(17)
+	hc, err := fabricsim.Model{Barriers: 2000, Seed: 1, Lists: 10}.FitHostCost(17)
 	if err != nil {
 		return err
 	}
@@ -132,11 +133,11 @@ func barrierCmd(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", o, err)
 			}
-			mb, err := fabric.Barriers(rt, list, par, 2000)
+			mb, err := fabric.Barriers(rt, collective.Binomial{}, list, par, 2000)
 			if err != nil {
 				return err
 			}
-			mm, err := fabric.Multicast(rt, list, par)
+			mm, err := fabric.Multicast(rt, collective.Binomial{}, list, par)
 			if err != nil {
 				return err
 			}

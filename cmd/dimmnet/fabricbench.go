@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
@@ -32,7 +33,7 @@ func fabricBenchCmd(args []string) error {
 		return fmt.Errorf("--switch: %w", err)
 	}
 	progress := progressLine(*quiet)
-	rep, err := fabric.Regenerate(fabric.Model{Barriers: *barriers, Seed: *seed, Lists: *lists, Switch: sw}, progress)
+	rep, err := fabricsim.Regenerate(fabricsim.Model{Barriers: *barriers, Seed: *seed, Lists: *lists, Switch: sw}, progress)
 	progress("")
 	if err != nil {
 		return err
@@ -46,12 +47,12 @@ func fabricBenchCmd(args []string) error {
 	fmt.Printf("RHiNET-2 multicast paper, Tables 2-5 on the fabric model (%d barriers per list, %d lists per random order, seed %d, switch %s)\n", *barriers, *lists, *seed, sw)
 	fmt.Printf("fitted host cost per message: 17 flits (PIO) %.1f ns on Table 3 SHIO Up*/Down*; 69 flits (DMA) %.1f ns on Table 5 mesh SHIO\n",
 		float64(m.HostCost[17])/1000, float64(m.HostCost[69])/1000)
-	f6, err := fabric.Fig6(m.HostCost[17], 4)
+	f6, err := fabricsim.Fig6(m.HostCost[17], 4)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("per-hop delay 350 ns (Fig. 6: +0.7 µs per extra switch on a 2-host barrier, two messages); model's 2-host barrier at 1-4 switches: %.2f µs\n", f6)
-	for _, tb := range fabric.PaperTables {
+	for _, tb := range fabricsim.PaperTables {
 		fmt.Printf("\nTable %s: %s (µs: ours / paper, error)\n", tb.Name, tb.Caption)
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := []string{"order"}

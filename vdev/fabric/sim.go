@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-
-	"github.com/dimmnet/dimmnet/driver/collective"
 )
 
 // ErrBadList is returned for a visiting list that is not a permutation of
@@ -153,6 +151,7 @@ func (q *eventQueue) Pop() any {
 
 type sim struct {
 	r        *Routing
+	tree     Tree
 	topo     *Topology
 	par      Params
 	ser      int64
@@ -429,7 +428,7 @@ func (s *sim) start(h, b int) {
 func (s *sim) checkGathered(h int) {
 	hs := &s.hosts[h]
 	n := len(s.list)
-	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(collective.Children(hs.pos, n)) {
+	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(s.tree.Children(hs.pos, n)) {
 		return
 	}
 	hs.gathered[hs.barrier%4] = 0
@@ -438,13 +437,13 @@ func (s *sim) checkGathered(h int) {
 		return
 	}
 	hs.phase = 1
-	s.send(h, kindGather, hs.barrier, collective.Parent(hs.pos))
+	s.send(h, kindGather, hs.barrier, s.tree.Parent(hs.pos))
 }
 
 func (s *sim) release(h int) {
 	hs := &s.hosts[h]
 	hs.phase = 2
-	ch := collective.Children(hs.pos, len(s.list))
+	ch := s.tree.Children(hs.pos, len(s.list))
 	hs.sendsDue = len(ch)
 	if len(ch) == 0 {
 		s.finish(h)
@@ -536,14 +535,18 @@ func (s *sim) allDone(b int) {
 	}
 }
 
-// Barriers runs count barriers back to back over the visiting list (each
-// host starts its next barrier as soon as its part of the last one is
+// Barriers runs count barriers back to back over the visiting list, its
+// gathers and releases following tree (each host starts its next barrier as soon as its part of the last one is
 // done, as a measurement loop does) and returns the mean time per barrier.
-func Barriers(r *Routing, list []int, par Params, count int) (Result, error) {
+func Barriers(r *Routing, tree Tree, list []int, par Params, count int) (Result, error) {
+	if tree == nil {
+		return Result{}, ErrNoTree
+	}
 	s, err := newSim(r, list, par)
 	if err != nil {
 		return Result{}, err
 	}
+	s.tree = tree
 	if count < 1 {
 		return Result{}, fmt.Errorf("fabric: %d barriers", count)
 	}
@@ -566,11 +569,14 @@ func Barriers(r *Routing, list []int, par Params, count int) (Result, error) {
 	return s.res, nil
 }
 
-// Multicast simulates one unicast-based multicast from list[0] to the rest
-// of the list (the release half of a barrier, ceil(log2(d+1)) steps) and
+// Multicast simulates one unicast-based multicast down tree from list[0]
+// to the rest of the list (the release half of a barrier, ceil(log2(d+1)) steps) and
 // returns when the last destination has taken its packet in. list may
 // cover only some of the hosts.
-func Multicast(r *Routing, list []int, par Params) (int64, error) {
+func Multicast(r *Routing, tree Tree, list []int, par Params) (int64, error) {
+	if tree == nil {
+		return 0, ErrNoTree
+	}
 	t := r.Topology()
 	full := append([]int(nil), list...)
 	in := make([]bool, t.Hosts())
@@ -589,13 +595,14 @@ func Multicast(r *Routing, list []int, par Params) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.tree = tree
 	n := len(list)
 	var last int64
 	got := 0
 	s.target = 1
 	// Drive the release tree by hand over the first n positions.
 	sendAll := func(h int) {
-		for _, c := range collective.Children(s.pos[h], n) {
+		for _, c := range s.tree.Children(s.pos[h], n) {
 			s.send(h, kindRelease, 0, c)
 		}
 	}

@@ -1,10 +1,17 @@
-package fabric
+// Package fabricsim times the collective orders on the RHiNET-2 fabric
+// model: it regenerates the multicast paper's Tables 2-5 (every visiting
+// order of package collective, on every column's topology and routing,
+// with host costs fitted on one cell) and checks the paper's findings on
+// them. It sits beside the orders it simulates, so the fabric model in
+// vdev/fabric (topologies, routings, switch timing) imports no library.
+package fabricsim
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
 // Column is one column of a paper table: a topology under a routing.
@@ -72,18 +79,18 @@ type Model struct {
 	Lists int
 	// Switch is the switch and NI model every cell runs on (the zero
 	// value: output-queued); the host costs are fitted on it.
-	Switch Switch
+	Switch fabric.Switch
 }
 
 // Cell runs one table cell: the mean barrier time in µs over the order's
 // lists.
 func (m Model) Cell(tb Table, order string, col int) (float64, error) {
 	c := tb.Columns[col]
-	topo, err := NewTopology(c.Topology)
+	topo, err := fabric.NewTopology(c.Topology)
 	if err != nil {
 		return 0, err
 	}
-	r, err := NewRouting(topo, c.Routing)
+	r, err := fabric.NewRouting(topo, c.Routing)
 	if err != nil {
 		return 0, err
 	}
@@ -91,15 +98,15 @@ func (m Model) Cell(tb Table, order string, col int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	par := PaperParams(tb.Flits, m.HostCost[tb.Flits])
+	par := fabric.PaperParams(tb.Flits, m.HostCost[tb.Flits])
 	par.Switch = m.Switch
 	var sum float64
 	for _, l := range lists {
-		res, err := Barriers(r, l, par, m.Barriers)
+		res, err := fabric.Barriers(r, collective.Binomial{}, l, par, m.Barriers)
 		if err != nil {
 			return 0, fmt.Errorf("table %s %s %s: %w", tb.Name, order, c.Label, err)
 		}
-		sum += float64(res.Mean) / float64(Microsecond)
+		sum += float64(res.Mean) / float64(fabric.Microsecond)
 	}
 	return sum / float64(len(lists)), nil
 }
@@ -120,7 +127,7 @@ func (m Model) FitHostCost(flits int) (int64, error) {
 	fc := FitCells[flits]
 	tb, _ := TableByName(fc.Table)
 	want := tb.Paper[fc.Order][fc.Column]
-	lo, hi := int64(0), 20*Microsecond
+	lo, hi := int64(0), 20*fabric.Microsecond
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
 		mm := m
@@ -145,7 +152,7 @@ func NoFabric(tb Table, col int) float64 {
 	fc := FitCells[tb.Flits]
 	ft, _ := TableByName(fc.Table)
 	c := ft.Paper[fc.Order][fc.Column] / 12 // 64 hosts: 6 + 6 steps
-	topo, _ := NewTopology(tb.Columns[col].Topology)
+	topo, _ := fabric.NewTopology(tb.Columns[col].Topology)
 	return float64(2*collective.Steps(topo.Hosts())) * c
 }
 

@@ -1,4 +1,4 @@
-package fabric
+package fabricsim
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
 // Record is one regenerated table cell, as fabric-bench --json prints it.
@@ -15,8 +16,8 @@ type Record struct {
 	Table    string  `json:"table"`    // the paper's table number
 	Order    string  `json:"order"`    // the visiting order (row)
 	Column   string  `json:"column"`   // the paper's column heading
-	Topology string  `json:"topology"` // the column's topology (NewTopology name)
-	Routing  string  `json:"routing"`  // the column's routing (NewRouting name)
+	Topology string  `json:"topology"` // the column's topology (fabric.NewTopology name)
+	Routing  string  `json:"routing"`  // the column's routing (fabric.NewRouting name)
 	Flits    int     `json:"flits"`    // packet length
 	US       float64 `json:"us"`       // the model's mean barrier time
 	PaperUS  float64 `json:"paper_us"` // the paper's
@@ -96,7 +97,7 @@ func Regenerate(m Model, progress func(string)) (Report, error) {
 		tb, ci := j.tb, j.ci
 		r := Record{Table: tb.Name, Order: j.order, Column: tb.Columns[ci].Label, Topology: tb.Columns[ci].Topology, Routing: tb.Columns[ci].Routing,
 			Flits: tb.Flits, US: round2(j.us), PaperUS: tb.Paper[j.order][ci], NoFabricUS: round2(NoFabric(tb, ci)),
-			HostCostNs: float64(m.HostCost[tb.Flits]) / float64(Nanosecond)}
+			HostCostNs: float64(m.HostCost[tb.Flits]) / float64(fabric.Nanosecond)}
 		rep.Records = append(rep.Records, r)
 		e, en := RelErr(j.us, r.PaperUS), RelErr(r.NoFabricUS, r.PaperUS)
 		ts := sums[tb.Name]
@@ -285,19 +286,19 @@ func (r Report) Findings() []Finding {
 func Fig6(hostCost int64, n int) ([]float64, error) {
 	var out []float64
 	for k := 1; k <= n; k++ {
-		topo := &Topology{Name: "line", Switches: k, HostSwitch: []int{0, k - 1}}
+		topo := &fabric.Topology{Name: "line", Switches: k, HostSwitch: []int{0, k - 1}}
 		for s := 0; s+1 < k; s++ {
 			topo.Links = append(topo.Links, [2]int{s, s + 1})
 		}
-		r, err := NewRouting(topo, "shortest")
+		r, err := fabric.NewRouting(topo, "shortest")
 		if err != nil {
 			return nil, err
 		}
-		res, err := Barriers(r, []int{0, 1}, PaperParams(17, hostCost), 100)
+		res, err := fabric.Barriers(r, collective.Binomial{}, []int{0, 1}, fabric.PaperParams(17, hostCost), 100)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, float64(res.Mean)/float64(Microsecond))
+		out = append(out, float64(res.Mean)/float64(fabric.Microsecond))
 	}
 	return out, nil
 }

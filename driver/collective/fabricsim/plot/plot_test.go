@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
-	"github.com/dimmnet/dimmnet/vdev/fabric"
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
 )
 
 func TestDrawTable(t *testing.T) {
-	var recs []fabric.Record
+	var recs []fabricsim.Record
 	for i, o := range collective.Orders {
-		recs = append(recs, fabric.Record{Table: "3", Order: o, Column: "Up*/Down*", US: 40 + float64(i), PaperUS: 41 + float64(i)})
+		recs = append(recs, fabricsim.Record{Table: "3", Order: o, Column: "Up*/Down*", US: 40 + float64(i), PaperUS: 41 + float64(i)})
 	}
 	var b bytes.Buffer
 	if err := Draw(&b, "t.svg", "3", recs); err != nil {

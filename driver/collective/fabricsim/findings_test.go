@@ -1,4 +1,4 @@
-package fabric
+package fabricsim
 
 import (
 	"os"

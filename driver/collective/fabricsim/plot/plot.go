@@ -1,7 +1,7 @@
 // Package plot draws regenerated RHiNET-2 tables (dimmnet fabric-bench
 // --json): per table, barrier time against visiting order, the model's
 // line beside the paper's for every column. It lives apart from package
-// fabric so the dimmnet binary, a lab guest's /init too, does not carry
+// fabricsim so the dimmnet binary, a lab guest's /init too, does not carry
 // the plotting library.
 package plot
 
@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
-	"github.com/dimmnet/dimmnet/vdev/fabric"
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -25,7 +25,7 @@ import (
 var ErrFormat = errors.New("plot: output must end in .svg or .png")
 
 // Tables lists the tables present in records, in order of appearance.
-func Tables(records []fabric.Record) []string {
+func Tables(records []fabricsim.Record) []string {
 	var ts []string
 	seen := map[string]bool{}
 	for _, r := range records {
@@ -40,7 +40,7 @@ func Tables(records []fabric.Record) []string {
 // Draw draws one table of records as SVG or PNG by name's extension:
 // orders on the x axis in the paper's row order, µs on the y axis, a solid
 // line per column for the model and a dashed one for the paper.
-func Draw(w io.Writer, name, table string, records []fabric.Record) error {
+func Draw(w io.Writer, name, table string, records []fabricsim.Record) error {
 	ext := strings.ToLower(filepath.Ext(name))
 	if ext != ".svg" && ext != ".png" {
 		return fmt.Errorf("%s: %w", name, ErrFormat)
