@@ -89,7 +89,7 @@ func barrierCmd(args []string) error {
 	par := fabric.PaperParams(17, hc)
 
 	f := switched.New(topo, rt, switched.PaperConfig(max(*size, 64)+wire.FrameOverhead))
-	l, err := switched.NewLocal(vdev.Config{RegionSize: 1 << 20, Check: *check}, f, 1)
+	l, err := fabricsim.NewLocal(vdev.Config{RegionSize: 1 << 20, Check: *check}, f, 1)
 	if err != nil {
 		return err
 	}
