@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/lmmc"
+	"github.com/dimmnet/dimmnet/lmmc/lmmcbench"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 )
 
@@ -35,7 +36,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 		if err != nil {
 			return fmt.Errorf("--pcap: %w", err)
 		}
-		if cw, err = capture.NewWriter(f, lmmc.BenchFrameMax); err != nil {
+		if cw, err = capture.NewWriter(f, lmmcbench.BenchFrameMax); err != nil {
 			f.Close()
 			return fmt.Errorf("--pcap %s: %w", *pcapFile, err)
 		}
@@ -49,15 +50,15 @@ func lmmcBenchCmd(args []string) (rerr error) {
 			}
 		}()
 	}
-	var res []lmmc.BenchResult
-	for _, pat := range lmmc.Patterns {
+	var res []lmmcbench.BenchResult
+	for _, pat := range lmmcbench.Patterns {
 		pols := lmmc.Policies
 		if pat == "paper" {
 			pols = []string{"lru"}
 		}
 		for _, pol := range pols {
 			progress(fmt.Sprintf("lmmc-bench: %s, %s", pat, pol))
-			r, err := lmmc.Bench(pol, pat, *ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size, Capture: cw, Check: *check})
+			r, err := lmmcbench.Bench(pol, pat, *ports, *frames, lmmcbench.BenchConfig{Rounds: *rounds, Size: *size, Capture: cw, Check: *check})
 			if err != nil {
 				return fmt.Errorf("%s/%s: %w", pat, pol, err)
 			}
@@ -71,7 +72,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 	fmt.Printf("LMMC remote paging: %d ports per connection over %d receive frames per node, %d-byte writes\n", *ports, *frames, *size)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "pattern\tpolicy\twrites\tfaults\tfault rate\tpages copied\tresident write µs\tfaulting write µs\tmedian\tmisplaced\ttimeouts\t")
-	var paper *lmmc.BenchResult
+	var paper *lmmcbench.BenchResult
 	for i, r := range res {
 		if r.Pattern == "paper" {
 			paper = &res[i]

@@ -1,4 +1,8 @@
-package lmmc
+// Package lmmcbench measures LMMC on in-process devices: the
+// communication patterns and the paper's figures behind dimmnet
+// lmmc-bench. It lives apart from package lmmc so that the library links
+// only the driver, never the device model it runs on here.
+package lmmcbench
 
 import (
 	"encoding/binary"
@@ -10,12 +14,17 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/lmmc"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
+
+// waitTimeout bounds one wait for the device, as lmmc's own waits are
+// bounded.
+const waitTimeout = 10 * time.Second
 
 // Patterns lists the communication patterns Bench runs ("paper" measures
 // the paper's figures instead).
@@ -82,8 +91,8 @@ type BenchResult struct {
 }
 
 type benchNode struct {
-	n        *Node
-	snd, rcv *Process
+	n        *lmmc.Node
+	snd, rcv *lmmc.Process
 }
 
 type msg struct{ src, dst, port int }
@@ -108,7 +117,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	}
 	r := BenchResult{Policy: policy, Pattern: pattern, Ports: ports, Frames: frames, Nodes: nodes}
 	if ports < 1 || frames < 1 || cfg.Size < 8 || !slices.Contains(Patterns, pattern) || nodes < 2 {
-		return r, fmt.Errorf("lmmc bench %s/%s ports %d frames %d: %w", policy, pattern, ports, frames, ErrConfig)
+		return r, fmt.Errorf("lmmc bench %s/%s ports %d frames %d: %w", policy, pattern, ports, frames, lmmc.ErrConfig)
 	}
 	ids := make([]uint16, nodes)
 	for i := range ids {
@@ -125,7 +134,7 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 		if err != nil {
 			return r, fmt.Errorf("lmmc bench: %w", err)
 		}
-		n, err := Init(d, Config{Nodes: ids, FramesPerPeer: frames, Policy: policy})
+		n, err := lmmc.Init(d, lmmc.Config{Nodes: ids, FramesPerPeer: frames, Policy: policy})
 		if err != nil {
 			return r, fmt.Errorf("lmmc bench: %w", err)
 		}
@@ -154,16 +163,16 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 	} else {
 		err = runPattern(&r, bn, ps, schedule(pattern, nodes, ports, cfg.Rounds), cfg.Size, ports)
 	}
-	for _, b := range bn {
+	for i, b := range bn {
 		r.Misplaced += b.n.Driver().Counter(uapi.CtrMisplaced)
 		r.Timeouts += b.n.Driver().Counter(uapi.CtrTimeouts)
 		s := b.n.Stats()
 		r.PagesCopied += s.PagesCopied()
 		if v := b.n.Driver().Counter(uapi.CtrViolations); v != 0 {
-			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d violations of the datasheet (%v): %w", b.n.self, v, b.n.Driver().Region().ReadViolations(), ErrDevice))
+			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d violations of the datasheet (%v): %w", ids[i], v, b.n.Driver().Region().ReadViolations(), lmmc.ErrDevice))
 		}
 		if s.BadTag != 0 || s.Errors != 0 {
-			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d BAD_TAG, %d errors: %w", b.n.self, s.BadTag, s.Errors, ErrDevice))
+			err = errors.Join(err, fmt.Errorf("lmmc bench: node %d: %d BAD_TAG, %d errors: %w", ids[i], s.BadTag, s.Errors, lmmc.ErrDevice))
 		}
 	}
 	if r.Writes > 0 {
@@ -343,7 +352,7 @@ func poll(arrived func() (bool, error)) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return ErrTimeout
+			return lmmc.ErrTimeout
 		}
 		runtime.Gosched()
 	}
@@ -358,7 +367,7 @@ func paper(r *BenchResult, bn []*benchNode, ps uint64) error {
 	vaAB, vaBA := uint64(1*r.Ports)*ps, uint64(0)
 	// Node 1 sends to node 2 at vpage ports and receives from it there;
 	// node 2 sends to node 1 at vpage 0 and receives from it there.
-	wait := func(p *Process, va uint64, want byte) (time.Time, error) {
+	wait := func(p *lmmc.Process, va uint64, want byte) (time.Time, error) {
 		got := []byte{0}
 		err := poll(func() (bool, error) {
 			_, err := p.Read(va, got)

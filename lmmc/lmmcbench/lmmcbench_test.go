@@ -1,4 +1,4 @@
-package lmmc
+package lmmcbench
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/gopacket/pcapgo"
 
+	"github.com/dimmnet/dimmnet/lmmc"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -26,7 +27,7 @@ func TestBench(t *testing.T) {
 		t.Skip("runs every pattern on real devices")
 	}
 	for _, pattern := range Patterns {
-		for _, pol := range Policies {
+		for _, pol := range lmmc.Policies {
 			if pattern == "paper" && pol != "lru" {
 				continue
 			}
@@ -104,7 +105,7 @@ func TestBenchCaptureHoldsEveryDevice(t *testing.T) {
 		t.Log("tshark not installed: the dissector is not checked on the capture")
 		return
 	}
-	lua, err := filepath.Abs("../tools/wireshark/dimmnet.lua")
+	lua, err := filepath.Abs("../../tools/wireshark/dimmnet.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
