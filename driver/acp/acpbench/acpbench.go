@@ -17,10 +17,12 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/acp"
 	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev"
 )
 
 // Record is one measured operation.
@@ -255,4 +257,34 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 		recs = append(recs, Record{Operation: p.name, Path: p.path, Medium: o.Link, US: us, Bytes: p.bytes, MBps: float64(p.bytes) / us})
 	}
 	return recs, nil
+}
+
+// LocalDevices opens p drivers on p devices in this process joined by one
+// in-memory link (node ids 1..p): the devices acp-tables runs its
+// receive-area skeletons on (an acptables.Devices).
+func LocalDevices(p int) ([]*driver.Driver, func(), error) {
+	nodes := make([]uint16, p)
+	for i := range nodes {
+		nodes[i] = uint16(i + 1)
+	}
+	l, err := vdev.NewLocal(vdev.Config{RegionSize: 1 << 20}, 4096, nodes...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acp-tables devices: %w", err)
+	}
+	ds := make([]*driver.Driver, 0, p)
+	closeAll := func() {
+		for _, d := range ds {
+			d.Close()
+		}
+		l.Close()
+	}
+	for _, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcessDevice(dev))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("acp-tables devices: %w", err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, closeAll, nil
 }
