@@ -495,7 +495,7 @@ func labNetns(kind string, progress func(string, ...any)) (string, func(int) []s
 	case "afpacket":
 		ends := [2]string{"dnlab0", "dnlab1"}
 		if err = netsetup.VethPair(ns, ends[0], ends[1], nil, nil); err == nil {
-			err = setMTU(ns, 9000, ends[:]...)
+			err = netsetup.SetMTU(ns, 9000, ends[:]...)
 		}
 		devArgs = func(i int) []string { return []string{"--ifname", ends[i]} }
 		progress("network namespace %s: veth pair %s-%s, a daemon on each end", name, ends[0], ends[1])

@@ -431,3 +431,20 @@ func Run(ns netns.NsHandle, f func() error) error {
 	}()
 	return <-ch
 }
+
+// SetMTU sets the MTU of interfaces in ns.
+func SetMTU(ns netns.NsHandle, mtu int, names ...string) error {
+	return Run(ns, func() error {
+		for _, n := range names {
+			l, err := netlink.LinkByName(n)
+			if err != nil {
+				return fmt.Errorf("find %s: %w", n, err)
+			}
+			if err := netlink.LinkSetMTU(l, mtu); err != nil {
+				return fmt.Errorf("mtu %d on %s: %w", mtu, n, err)
+			}
+		}
+		return nil
+	})
+}
+
