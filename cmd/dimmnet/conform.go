@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver/conform"
+	"github.com/dimmnet/dimmnet/driver/pingpong"
 )
 
 // conformCmd runs a user's driver program once per situation against a
@@ -72,7 +73,7 @@ func conformCmd(args []string) error {
 		}
 	}
 	if *asJSON {
-		if err := writeJSON(os.Stdout, res); err != nil {
+		if err := pingpong.WriteJSON(os.Stdout, res); err != nil {
 			return err
 		}
 	} else {

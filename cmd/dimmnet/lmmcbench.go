@@ -7,6 +7,7 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/lmmc"
 	"github.com/dimmnet/dimmnet/lmmc/lmmcbench"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
@@ -67,7 +68,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 	}
 	progress("")
 	if *asJSON {
-		return writeJSON(os.Stdout, res)
+		return pingpong.WriteJSON(os.Stdout, res)
 	}
 	fmt.Printf("LMMC remote paging: %d ports per connection over %d receive frames per node, %d-byte writes\n", *ports, *frames, *size)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -88,7 +89,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 		fmt.Printf("  arrival to link memory (receiver):  ours %.2f µs           paper 20 µs\n", paper.ArrivalToLinkMemUs)
 		fmt.Println("  one-way time by size (ours; the paper's curve is not in our copy):")
 		for _, st := range paper.OneWay {
-			fmt.Printf("    %8s  %.2f µs\n", sizeName(st.Size), st.OneWayUs)
+			fmt.Printf("    %8s  %.2f µs\n", pingpong.SizeName(st.Size), st.OneWayUs)
 		}
 	}
 	return nil
