@@ -447,4 +447,3 @@ func SetMTU(ns netns.NsHandle, mtu int, names ...string) error {
 		return nil
 	})
 }
-
