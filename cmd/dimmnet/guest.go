@@ -214,7 +214,7 @@ func guestPingPong(args map[string]string) error {
 // VFIO or sysfs) in a tight loop, each store a write of the daemon's
 // doorbell eventfd by QEMU, while the guest's ping-pong goes on. The
 // returned function stops it and reports the stores on the console.
-func doorbellStorm(t driver.Transport) func() {
+func doorbellStorm(t driver.Attachment) func() {
 	var stop atomic.Bool
 	var rings uint64
 	var serr error

@@ -184,7 +184,7 @@ func runOne(cfg Config, s Situation) (Result, error) {
 	}
 	// An observer of each device's register page, which outlives a
 	// stopped daemon, to read the violations after the program.
-	var obs []driver.Transport
+	var obs []driver.Attachment
 	for n := range 2 {
 		t, err := driver.Dial(filepath.Join(dir, fmt.Sprintf("node%d.sock", n)))
 		if err != nil {
