@@ -10,21 +10,12 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and devices")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("needs /dev/net/tun: %v", err)
-	}
-}
-
 func TestSetupIdempotentAndTeardown(t *testing.T) {
-	needRoot(t)
+	testenv.NeedTUN(t, "creates network namespaces and devices")
 	name := fmt.Sprintf("dntest-setup-%d", os.Getpid())
 	ns, err := netsetup.NewNamespace(name)
 	if err != nil {

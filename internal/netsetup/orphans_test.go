@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // A namespace named after a process that is gone is removed; one named
 // after a live process (ours) stays.
 func TestDeleteOrphans(t *testing.T) {
-	needRoot(t)
+	testenv.NeedTUN(t, "creates network namespaces and devices")
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)

@@ -11,13 +11,14 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // A segment is a namespace with a bridge and a veth per station, every
 // interface up with the MTU asked for, one end of each pair on the bridge;
 // a process started in it sees those interfaces; Close leaves nothing.
 func TestSegment(t *testing.T) {
-	needRoot(t)
+	testenv.NeedTUN(t, "creates network namespaces and devices")
 	name := fmt.Sprintf("dntest-segment-%d", os.Getpid())
 	seg, err := netsetup.NewSegment(name, 3, 9000)
 	if err != nil {

@@ -8,17 +8,12 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // nobody is the uid and gid the tests hand directories to: another user.
 const nobody = 65534
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a directory to another user")
-	}
-}
 
 func mode(t *testing.T, p string) (os.FileMode, *unix.Stat_t) {
 	t.Helper()
@@ -64,7 +59,7 @@ func TestEnsureMakesPrivate(t *testing.T) {
 // write, a symlink to one of ours, and one under a parent others can
 // rename it in.
 func TestEnsureRefuses(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t, "gives a directory to another user")
 	base := t.TempDir()
 	theirs := filepath.Join(base, "theirs")
 	os.Mkdir(theirs, 0o700)
@@ -118,7 +113,7 @@ func TestEnsureRefuses(t *testing.T) {
 
 // With a group, the directory is the group's and searchable by it.
 func TestEnsureGroup(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t, "gives a directory to another user")
 	dir := filepath.Join(t.TempDir(), "dimmnet")
 	if err := Ensure(dir, nobody); err != nil {
 		t.Fatal(err)
@@ -178,7 +173,7 @@ func TestSocket(t *testing.T) {
 
 // A relative path's ancestors are those of its absolute path.
 func TestEnsureRelative(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t, "gives a directory to another user")
 	base := t.TempDir()
 	shared := filepath.Join(base, "shared")
 	os.Mkdir(shared, 0o700)
