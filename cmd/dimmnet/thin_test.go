@@ -22,7 +22,6 @@ var stillLong = map[string]int{
 	"dimmnet/links.go ports":              111,
 	"dimmnet/guest.go guestPingPong":      105,
 	"dimmnet/pingpong.go initiateProcess": 100,
-	"dimmnet/conform.go conformCmd":       85,
 	"dimmnet/fs.go fsCmd":                 74,
 	"dimmnet/trace.go traceCmd":           65,
 }
