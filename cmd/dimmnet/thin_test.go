@@ -23,7 +23,6 @@ var stillLong = map[string]int{
 	"dimmnet/guest.go guestPingPong":      105,
 	"dimmnet/pingpong.go initiateProcess": 100,
 	"dimmnet/fs.go fsCmd":                 74,
-	"dimmnet/trace.go traceCmd":           65,
 }
 
 // TestCommandsStayThin walks every Go file under cmd/ and fails on a

@@ -12,6 +12,7 @@ package tracesock
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,13 +20,17 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // Record is one line of the stream.
@@ -217,3 +222,60 @@ func (r *Reader) Next() (Record, error) {
 
 // Close ends the stream.
 func (r *Reader) Close() error { return r.c.Close() }
+
+// FollowOptions is what dimmnet trace asks of Follow.
+type FollowOptions struct {
+	JSON     bool   // JSON lines instead of decoded text
+	PcapFile string // also write every frame to this pcap file
+	Count    int    // stop after this many records (0: until SIGINT, SIGTERM or the daemon stops)
+}
+
+// Follow streams the live trace of the device whose ivshmem socket is sock
+// to w, one decoded line (or JSON record) each, until o.Count records,
+// SIGINT or SIGTERM, or the daemon's end.
+func Follow(sock string, o FollowOptions, w io.Writer) error {
+	r, err := Dial(Path(sock), o.PcapFile != "")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); r.Close() }()
+	var cw *capture.Writer
+	if o.PcapFile != "" {
+		f, err := os.Create(o.PcapFile)
+		if err != nil {
+			return err
+		}
+		if cw, err = capture.NewWriter(f, 65536+wire.FrameOverhead); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			cw.Close()
+			fmt.Fprintf(os.Stderr, "trace: %d frames captured to %s\n", cw.Frames(), o.PcapFile)
+		}()
+	}
+	out := json.NewEncoder(w)
+	for n := 0; o.Count == 0 || n < o.Count; n++ {
+		rec, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("trace: %w", err)
+		}
+		if cw != nil && rec.Frame != nil {
+			cw.Record(rec.Frame)
+		}
+		rec.Frame = nil
+		if o.JSON {
+			if err := out.Encode(rec); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintln(w, rec.Text)
+		}
+	}
+	return nil
+}
