@@ -410,7 +410,7 @@ func (d *Device) expirePulls(p *peer, now int64) bool {
 		return false
 	}
 	d.count(uapi.CtrTimeouts, 1)
-	if p.pullTimeouts++; p.pullTimeouts < d.cfg.MaxTimeouts {
+	if p.pullTimeouts++; p.pullTimeouts < d.cfg.MaxTimeouts || d.tcfg.PeerWatched {
 		p.pullDeadline = now + min(p.tx.RTO()<<min(p.pullTimeouts, 20), transport.MaxBackoff)
 		p.pullExpired = 0
 		return false

@@ -310,6 +310,7 @@ func (d *Device) AttachPort(p link.Port) {
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)
+		d.tcfg.PeerWatched = true // the port names a peer gone; timeouts need not guess
 	}
 	if c, ok := p.(link.ChecksumNeeder); ok {
 		d.crc = c.NeedsCRC()
