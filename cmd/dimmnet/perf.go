@@ -16,9 +16,9 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/interrupt"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -153,7 +153,7 @@ func perfCmd(args []string) error {
 	}
 	progress("")
 	if *asJSON {
-		return writeJSON(os.Stdout, recs)
+		return pingpong.WriteJSON(os.Stdout, recs)
 	}
 	perf.Print(os.Stdout, recs)
 	return nil
@@ -470,7 +470,7 @@ func perfTargets(per time.Duration, asJSON, bind bool, progress func(string)) er
 	recs = append(recs, om...)
 	progress("")
 	if asJSON {
-		return writeJSON(os.Stdout, recs)
+		return pingpong.WriteJSON(os.Stdout, recs)
 	}
 	perf.Print(os.Stdout, recs)
 	perf.PrintTargets(os.Stdout, perf.Targets(recs))
