@@ -34,36 +34,48 @@ lat: ping-pong RTT/2 with min, median, mean, p99, p99.9, max and stdev
      MPI (vader and tcp) run the same patterns in the same run.
 `
 
-// perfCmd parses perf's flags and runs one of its roles.
-func perfCmd(args []string) error {
-	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), perfUsage); fs.PrintDefaults() }
-	linkKind := fs.String("link", "mem", "what carries the frames: mem, udp, afpacket, tap (in-process pair), shm (two processes), or for serve/HOST udp (their default) or afpacket")
-	attach := fs.String("attach", "", "SOCK_A,SOCK_B: two processes attached to a running dimmnet serve")
-	size := fs.Int("s", 0, "one message size (0: a sweep of 8 B .. --max, by 8x)")
-	maxSize := fs.Int("max", 1<<20, "largest size of the sweep")
-	sweep := fs.Bool("sweep", false, "every power of two of the sweep, not every 8x")
-	ops := fs.String("op", "push,ipush", "push, ipush or both")
-	conds := fs.String("cond", "linkmem,hostcopy", "the receiver's condition: linkmem, hostcopy or both (see pingpong)")
-	window := fs.Int("window", 0, "bw and rate: messages in flight (0: the device's MAX_INFLIGHT; the Open MPI peers use 64)")
-	bidir := fs.Bool("bidir", false, "bw in both directions at once (osu_bibw)")
-	per := fs.Duration("time", time.Second, "about how long each measurement's timed part takes")
-	asJSON := fs.Bool("json", false, "print JSON records (one array)")
-	noPeers := fs.Bool("no-peers", false, "measure the device only: no raw floors, no Open MPI")
-	noOMPI := fs.Bool("no-ompi", false, "no Open MPI peers")
-	checkData := fs.Bool("check-data", false, "receivers compare every payload they copy out with what was sent (timings include it)")
-	quiet := fs.Bool("q", false, "no progress line")
-	payload := fs.Int("mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp, shm)")
-	noBind := fs.Bool("no-bind", false, "with --link shm: leave the two processes where the scheduler puts them")
-	port := fs.Int("port", 18515, "serve/HOST: the TCP control port")
-	ifname := fs.String("ifname", "", "serve/HOST with --link afpacket: the interface")
-	shmResponder := fs.String("shm-responder", "", "(internal) the responder process on this shared-memory link directory")
-	responder := fs.String("responder", "", "(internal) the responder process attached to this daemon socket")
-	node := fs.Int("node", 2, "(internal) with --shm-responder: this process's node id")
-	peer := fs.Int("peer", -1, "(internal) the initiator's node id")
-	bindCPU := fs.Int("bind-cpu", -1, "(internal) bind the responder to this CPU once its device is open")
-	role := "all"
-	host := ""
+// perfFlags are perf's flags.
+type perfFlags struct {
+	link, attach, ops, conds, ifname, shmResponder, responder string
+	size, maxSize, window, payload, port, node, peer, bindCPU int
+	sweep, bidir, asJSON, noPeers, noOMPI, checkData, quiet   bool
+	noBind                                                    bool
+	per                                                       time.Duration
+}
+
+func newPerfFlags(fs *flag.FlagSet) *perfFlags {
+	f := &perfFlags{}
+	fs.StringVar(&f.link, "link", "mem", "what carries the frames: mem, udp, afpacket, tap (in-process pair), shm (two processes), or for serve/HOST udp (their default) or afpacket")
+	fs.StringVar(&f.attach, "attach", "", "SOCK_A,SOCK_B: two processes attached to a running dimmnet serve")
+	fs.IntVar(&f.size, "s", 0, "one message size (0: a sweep of 8 B .. --max, by 8x)")
+	fs.IntVar(&f.maxSize, "max", 1<<20, "largest size of the sweep")
+	fs.BoolVar(&f.sweep, "sweep", false, "every power of two of the sweep, not every 8x")
+	fs.StringVar(&f.ops, "op", "push,ipush", "push, ipush or both")
+	fs.StringVar(&f.conds, "cond", "linkmem,hostcopy", "the receiver's condition: linkmem, hostcopy or both (see pingpong)")
+	fs.IntVar(&f.window, "window", 0, "bw and rate: messages in flight (0: the device's MAX_INFLIGHT; the Open MPI peers use 64)")
+	fs.BoolVar(&f.bidir, "bidir", false, "bw in both directions at once (osu_bibw)")
+	fs.DurationVar(&f.per, "time", time.Second, "about how long each measurement's timed part takes")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON records (one array)")
+	fs.BoolVar(&f.noPeers, "no-peers", false, "measure the device only: no raw floors, no Open MPI")
+	fs.BoolVar(&f.noOMPI, "no-ompi", false, "no Open MPI peers")
+	fs.BoolVar(&f.checkData, "check-data", false, "receivers compare every payload they copy out with what was sent (timings include it)")
+	fs.BoolVar(&f.quiet, "q", false, "no progress line")
+	fs.IntVar(&f.payload, "mtu", vdev.DefaultHubPayload, "packet payload in bytes (mem, udp, shm)")
+	fs.BoolVar(&f.noBind, "no-bind", false, "with --link shm: leave the two processes where the scheduler puts them")
+	fs.IntVar(&f.port, "port", 18515, "serve/HOST: the TCP control port")
+	fs.StringVar(&f.ifname, "ifname", "", "serve/HOST with --link afpacket: the interface")
+	fs.StringVar(&f.shmResponder, "shm-responder", "", "(internal) the responder process on this shared-memory link directory")
+	fs.StringVar(&f.responder, "responder", "", "(internal) the responder process attached to this daemon socket")
+	fs.IntVar(&f.node, "node", 2, "(internal) with --shm-responder: this process's node id")
+	fs.IntVar(&f.peer, "peer", -1, "(internal) the initiator's node id")
+	fs.IntVar(&f.bindCPU, "bind-cpu", -1, "(internal) bind the responder to this CPU once its device is open")
+	return f
+}
+
+// perfRole splits perf's leading words: a pattern or a role, or a host
+// and then perhaps a pattern.
+func perfRole(args []string) (role, host string, rest []string) {
+	role = "all"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		role, args = args[0], args[1:]
 		switch role {
@@ -75,64 +87,83 @@ func perfCmd(args []string) error {
 			}
 		}
 	}
+	return role, host, args
+}
+
+// perfCmd parses perf's flags and runs one of its roles.
+func perfCmd(args []string) error {
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), perfUsage); fs.PrintDefaults() }
+	f := newPerfFlags(fs)
+	role, host, args := perfRole(args)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	linkSet := false
-	fs.Visit(func(f *flag.Flag) { linkSet = linkSet || f.Name == "link" })
+	fs.Visit(func(fl *flag.Flag) { linkSet = linkSet || fl.Name == "link" })
 	if !linkSet && (host != "" || role == "serve") {
-		*linkKind = "udp" // across hosts: mem and shm stay on one
+		f.link = "udp" // across hosts: mem and shm stay on one
 	}
-	maxNeed := max(*maxSize, *size)
+	maxNeed := max(f.maxSize, f.size)
 	if maxNeed < 8 || maxNeed > 4<<20 {
 		return fmt.Errorf("--max/-s %d: must be 8..4194304", maxNeed)
 	}
-	progress := progressLine(*quiet || *shmResponder != "" || *responder != "")
+	progress := progressLine(f.quiet || f.shmResponder != "" || f.responder != "")
 	defer progress("")
-	if *responder == "" && *shmResponder == "" {
+	if f.responder == "" && f.shmResponder == "" {
 		interrupt.Catch() // a signal from here on stops the measurement before teardown
 	}
 	switch {
-	case *shmResponder != "":
+	case f.shmResponder != "":
 		return perfChild(func() (*driver.Driver, func(), error) {
-			return shmDevice(*shmResponder, uint16(*node), *payload, "", false)
-		}, *peer, maxNeed, *bindCPU)
-	case *responder != "":
-		return perfChild(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, maxNeed, -1)
+			return shmDevice(f.shmResponder, uint16(f.node), f.payload, "", false)
+		}, f.peer, maxNeed, f.bindCPU)
+	case f.responder != "":
+		return perfChild(func() (*driver.Driver, func(), error) { return dialDevice(f.responder) }, f.peer, maxNeed, -1)
 	case role == "serve":
-		return perfServe(*linkKind, *ifname, *port, *payload, maxNeed, progress)
+		return perfServe(f.link, f.ifname, f.port, f.payload, maxNeed, progress)
 	case role == "targets":
-		return perfTargets(*per, *asJSON, !*noBind, progress)
+		return perfTargets(f.per, f.asJSON, !f.noBind, progress)
 	}
-	o := perf.Options{Window: *window, Bidir: *bidir, Time: *per, Check: *checkData}
-	o.Patterns = []string{role}
+	return perfMeasure(f, role, host, maxNeed, progress)
+}
+
+// perfOptions are the measurements the flags ask for.
+func perfOptions(f *perfFlags, role string) perf.Options {
+	o := perf.Options{Window: f.window, Bidir: f.bidir, Time: f.per, Check: f.checkData,
+		Patterns: []string{role}, Ops: strings.Split(f.ops, ","), Conds: strings.Split(f.conds, ",")}
 	if role == "all" {
 		o.Patterns = []string{perf.PatternLat, perf.PatternBW, perf.PatternRate}
 	}
-	o.Ops = strings.Split(*ops, ",")
-	o.Conds = strings.Split(*conds, ",")
-	if *size > 0 {
-		o.Sizes = []int{*size}
-	} else {
-		for _, s := range pingpong.Sizes(*maxSize) {
-			if *sweep || s == 8 || s == *maxSize || isPow8(s) {
-				o.Sizes = append(o.Sizes, s)
-			}
+	if f.size > 0 {
+		o.Sizes = []int{f.size}
+		return o
+	}
+	for _, s := range pingpong.Sizes(f.maxSize) {
+		if f.sweep || s == 8 || s == f.maxSize || isPow8(s) {
+			o.Sizes = append(o.Sizes, s)
 		}
 	}
-	medium := *linkKind
+	return o
+}
+
+// perfMeasure opens the pair the flags name, measures it, adds the
+// same-run peers and prints.
+func perfMeasure(f *perfFlags, role, host string, maxNeed int, progress func(string)) error {
+	o := perfOptions(f, role)
+	medium := f.link
 	var p *perf.Pair
 	var err error
 	switch {
 	case host != "":
-		p, err = perfDialHost(host, *linkKind, *ifname, *port, *payload, maxNeed)
-	case *attach != "":
+		p, err = perfDialHost(host, f.link, f.ifname, f.port, f.payload, maxNeed)
+	case f.attach != "":
 		medium = "attach"
-		p, err = perfAttach(*attach, maxNeed)
-	case *linkKind == "shm":
-		p, err = perfShm(*payload, maxNeed, !*noBind)
+		p, err = perfAttach(f.attach, maxNeed)
+	case f.link == "shm":
+		p, err = perfShm(f.payload, maxNeed, !f.noBind)
 	default:
-		p, err = perfLocal(linkOpts{kind: *linkKind, payload: *payload}, maxNeed)
+		p, err = perfLocal(linkOpts{kind: f.link, payload: f.payload}, maxNeed)
 	}
 	if err != nil {
 		return err
@@ -144,15 +175,15 @@ func perfCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if !*noPeers && host == "" {
-		peers, err := perfPeers(medium, o, *noOMPI, p.Binding == "bound", progress)
+	if !f.noPeers && host == "" {
+		peers, err := perfPeers(medium, o, f.noOMPI, p.Binding == "bound", progress)
 		if err != nil {
 			return err
 		}
 		recs = append(recs, peers...)
 	}
 	progress("")
-	if *asJSON {
+	if f.asJSON {
 		return pingpong.WriteJSON(os.Stdout, recs)
 	}
 	perf.Print(os.Stdout, recs)

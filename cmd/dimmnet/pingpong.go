@@ -58,19 +58,13 @@ func pingpongCmd(args []string) error {
 	if !verifySet && *faultSpec != "" {
 		*verify = true // a lossy run must prove it delivered the right bytes, not only some bytes
 	}
-	if *maxSize < 8 || *maxSize > 4<<20 {
-		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
-	}
-	if *runTime <= 0 || *rawTime <= 0 {
-		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
+	if *maxSize < 8 || *maxSize > 4<<20 || *runTime <= 0 || *rawTime <= 0 {
+		return fmt.Errorf("--max %d, --time %v, --raw-time %v: --max must be 8..4194304, the times positive", *maxSize, *runTime, *rawTime)
 	}
 	pl := pingpong.NewPlan(*maxSize, *iters, *runTime)
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
-	if *responder == "" && *shmResponder == "" {
-		interrupt.Catch() // a signal from here on stops the measurement before teardown
-	}
 	switch {
 	case *responder != "":
 		return respondProcess(func() (*driver.Driver, func(), error) { return dialDevice(*responder) }, *peer, *maxSize, *verify, -1, pl)
@@ -79,32 +73,7 @@ func pingpongCmd(args []string) error {
 			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
 		}, *peer, *maxSize, *verify, *bindCPU, pl)
 	case *breakdown && (*attach != "" || lo.kind == "shm"):
-		// Two processes: the responder sends its stamps back over perf's
-		// control stream; both read the host's monotonic clock.
-		var p *perf.Pair
-		var err error
-		if *attach != "" {
-			p, err = perfAttach(*attach, 8)
-		} else {
-			p, err = perfShm(*payload, 8, !*noBind)
-		}
-		if err != nil {
-			return err
-		}
-		b, err := p.Session.Breakdown(*iters, progress)
-		if cerr := p.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		progress("")
-		if *asJSON {
-			return pingpong.WriteJSON(os.Stdout, b)
-		}
-		fmt.Printf("two processes (%s, %s)\n", p.Medium, p.Binding)
-		pingpong.PrintBreakdown(os.Stdout, b)
-		return nil
+		return processBreakdown(*attach, *payload, *iters, !*noBind, *asJSON, progress)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
@@ -123,12 +92,11 @@ func pingpongCmd(args []string) error {
 			if lo.fault != "" || lo.pcap != "" {
 				return fmt.Errorf("--link shm: --fault and --pcap apply to the in-process pair only")
 			}
-			dir, err := os.MkdirTemp("", "dimmnet-shm-")
+			dir, rm, err := shmTempDir()
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
-			defer interrupt.OnForcedExit(func() { os.RemoveAll(dir) })()
+			defer rm()
 			pp = shmPair(dir, *payload, *keyFile, *check, !*noBind)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
@@ -291,6 +259,7 @@ func pingpongCmd(args []string) error {
 // localPair is the embedded default: two in-process devices, nodes 1 and
 // 2, on the link lo describes, verifying every payload if asked.
 func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func(), error) {
+	interrupt.Catch() // before a namespace is made: its removal is registered below
 	var sides [2]*pingpong.Side
 	open, undo, err := lo.ports()
 	if err != nil {
@@ -411,8 +380,7 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []pingpong.S
 	if err != nil {
 		return nil, 0, fmt.Errorf("find own executable: %w", err)
 	}
-	maxSize := fs.Lookup("max").Value.String()
-	iters := fs.Lookup("iters").Value.String()
+	maxSize, iters := fs.Lookup("max").Value.String(), fs.Lookup("iters").Value.String()
 	// Each process binds itself once its device is open and it is on its
 	// own: a driver judges at Open whether it has a core of its own (one
 	// CPU: it yields at every look), and a child started after we bound
@@ -466,8 +434,7 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []pingpong.S
 		testHookRunning(cmd.Process.Pid)
 	}
 	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
-	interrupt.Catch()
-	defer interrupt.OnStop(a.Stop)()
+	defer stopOnSignal(a)()
 	max, _ := strconv.Atoi(maxSize)
 	if err := pingpong.SetupSide(a, max); err != nil {
 		return nil, 0, err
@@ -563,4 +530,51 @@ func progressLine(quiet bool) func(string) {
 			fmt.Fprintln(os.Stderr, s)
 		}
 	}
+}
+
+// processBreakdown is --breakdown between two processes (--attach, --link
+// shm): the responder sends its stamps back over perf's control stream;
+// both read the host's monotonic clock.
+func processBreakdown(attach string, payload, iters int, bind, asJSON bool, progress func(string)) error {
+	var p *perf.Pair
+	var err error
+	if attach != "" {
+		p, err = perfAttach(attach, 8)
+	} else {
+		p, err = perfShm(payload, 8, bind)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := p.Session.Breakdown(iters, progress)
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	progress("")
+	if asJSON {
+		return pingpong.WriteJSON(os.Stdout, b)
+	}
+	fmt.Printf("two processes (%s, %s)\n", p.Medium, p.Binding)
+	pingpong.PrintBreakdown(os.Stdout, b)
+	return nil
+}
+
+// shmTempDir makes the shared-memory link's directory of a --link shm
+// run; rm removes it, and so does an exit forced by a signal.
+func shmTempDir() (dir string, rm func(), err error) {
+	if dir, err = os.MkdirTemp("", "dimmnet-shm-"); err != nil {
+		return "", nil, err
+	}
+	unforce := interrupt.OnForcedExit(func() { os.RemoveAll(dir) })
+	return dir, func() { unforce(); os.RemoveAll(dir) }, nil
+}
+
+// stopOnSignal makes a signal stop side a's measurement (internal/
+// interrupt); the returned function undoes it.
+func stopOnSignal(a *pingpong.Side) func() {
+	interrupt.Catch()
+	return interrupt.OnStop(a.Stop)
 }
