@@ -1,0 +1,118 @@
+//go:build dimmnet_ofi
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/vdev/link"
+)
+
+// device is an endpoint's own dimmnet device, embedded in this process as
+// an FMPL rank's is (package rankdev), on the medium FI_DIMMNET_LINK names.
+type device struct {
+	rd     *rankdev.Device
+	drv    *driver.Driver
+	node   uint16
+	addr   [addrLen]byte
+	medium string
+	netns  uint32
+}
+
+// maxShmNode bounds the search for a free node id on the shared-memory
+// medium: GPIDs (node x 16 + process) stay inside 32 bits and a directory
+// scan stays short.
+const maxShmNode = 4095
+
+func regionBytes() int {
+	if v, err := strconv.Atoi(param("region_mb")); err == nil && v >= 8 {
+		return v << 20
+	}
+	return 64 << 20
+}
+
+// netnsID is the inode of this process's network namespace: processes
+// in two namespaces are two hosts, whatever /dev/shm and /tmp they share.
+func netnsID() uint32 {
+	l, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return 0
+	}
+	l = strings.TrimSuffix(strings.TrimPrefix(l, "net:["), "]")
+	v, _ := strconv.ParseUint(l, 10, 64)
+	return uint32(v)
+}
+
+func openDevice() (*device, error) {
+	medium := param("link")
+	if medium == "" {
+		medium = "shm"
+	}
+	switch medium {
+	case "shm":
+		return openShm()
+	case "udp":
+		return openUDP()
+	}
+	return nil, fmt.Errorf("FI_DIMMNET_LINK=%q: want shm or udp", medium)
+}
+
+// openShm claims the first free node id in the per-user, per-namespace
+// rendezvous directory, so processes that never heard of each other (two
+// fi_pingpong started by hand) each get one and meet there.
+func openShm() (*device, error) {
+	ns := netnsID()
+	dir := param("dir")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("dimmnet-ofi-%d-%d", os.Getuid(), ns))
+	}
+	first := uint16(1)
+	if v, err := strconv.ParseUint(param("node"), 10, 16); err == nil && v > 0 {
+		first = uint16(v)
+	}
+	for node := first; node <= maxShmNode; node++ {
+		rd, err := rankdev.Open(rankdev.Options{Link: "shm", Dir: dir, Node: node, RegionSize: regionBytes()})
+		if errors.Is(err, link.ErrNodeInUse) {
+			if param("node") != "" {
+				return nil, fmt.Errorf("FI_DIMMNET_NODE=%d: %w", node, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &device{rd: rd, drv: rd.Driver, node: node, medium: "shm", netns: ns,
+			addr: makeAddr(mediumShm, node, nil, ns)}, nil
+	}
+	return nil, fmt.Errorf("shm %s: nodes %d..%d all held: %w", dir, first, maxShmNode, errNoNode)
+}
+
+// admit lets a peer's frames in: on shm every process of the directory
+// is reachable already; udp adds the peer to the port's accepted set.
+func (d *device) admit(a address) error {
+	switch {
+	case d.medium == "shm" && a.medium != mediumShm, d.medium == "udp" && a.medium != mediumUDP:
+		return fmt.Errorf("node %d: %w", a.node, errOtherMedium)
+	case d.medium == "shm" && a.netns != d.netns:
+		return fmt.Errorf("node %d: %w", a.node, errOtherNetns)
+	case a.node == d.node && a.raw != d.addr:
+		return fmt.Errorf("node %d is ours: %w", a.node, errCollision)
+	}
+	if d.medium == "udp" {
+		return d.admitUDP(a)
+	}
+	return nil
+}
+
+func (d *device) close() {
+	if err := d.rd.Close(); err != nil {
+		logf("close node %d: %v", d.node, err)
+	}
+}
