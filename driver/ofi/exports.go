@@ -303,6 +303,27 @@ func goEpGetname(h C.uintptr_t, addr unsafe.Pointer, addrlen *C.size_t) C.int {
 	return 0
 }
 
+//export goEpOpsFlags
+func goEpOpsFlags(h C.uintptr_t, set C.int, arg unsafe.Pointer) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := obj[*endpoint](h)
+	if !ok || arg == nil {
+		return -C.FI_EINVAL
+	}
+	f := (*uint64)(arg)
+	p := &e.txFlags
+	if *f&fRecv != 0 {
+		p = &e.rxFlags
+	}
+	if set != 0 {
+		*p = *f &^ (fTransmit | fRecv)
+	} else {
+		*f = *f&(fTransmit|fRecv) | *p
+	}
+	return 0
+}
+
 //export goEpCancel
 func goEpCancel(h C.uintptr_t, ctx unsafe.Pointer) C.ssize_t {
 	mu.Lock()

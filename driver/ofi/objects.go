@@ -40,6 +40,8 @@ const (
 	fTransmit   = uint64(C.FI_TRANSMIT)
 	fMultiRecv  = uint64(C.FI_MULTI_RECV)
 
+	dnDefault  = uint64(C.DN_DEFAULT)
+
 	addrUnspec = ^uint64(0) // FI_ADDR_UNSPEC
 	notAvail   = ^uint64(0) // FI_ADDR_NOTAVAIL
 	addrLen    = C.DN_ADDRLEN
@@ -64,7 +66,10 @@ const (
 
 // debug logs the provider's decisions to stderr: FI_DIMMNET_DEBUG=1 (an
 // outside library prints nothing into its host program's output unasked).
-var debug = os.Getenv("FI_DIMMNET_DEBUG") == "1"
+var debug = os.Getenv("FI_DIMMNET_DEBUG") >= "1"
+
+// trace also logs every operation: FI_DIMMNET_DEBUG=2.
+var trace = os.Getenv("FI_DIMMNET_DEBUG") == "2"
 
 func logf(format string, args ...any) {
 	if debug {
@@ -229,6 +234,9 @@ type cq struct {
 }
 
 func (q *cq) push(e cqEntry) {
+	if trace {
+		logf("completion ctx %p flags %#x len %d tag %#x err %d", e.ctx, e.flags, e.len, e.tag, e.err)
+	}
 	if e.err != 0 {
 		q.errs = append(q.errs, e)
 		return

@@ -54,6 +54,8 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->tx_attr->caps |= FI_SEND | (caps & (FI_RMA | FI_ATOMIC) ? FI_READ | FI_WRITE : 0);
 	fi->tx_attr->mode = 0;
 	fi->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
+	if (hints && hints->tx_attr && hints->tx_attr->op_flags)
+		fi->tx_attr->op_flags = hints->tx_attr->op_flags; /* e.g. FI_COMPLETION under selective completion */
 	fi->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->tx_attr->inject_size = DN_INJECT;
@@ -65,6 +67,8 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->rx_attr->caps |= FI_RECV | (caps & (FI_RMA | FI_ATOMIC) ? FI_REMOTE_READ | FI_REMOTE_WRITE : 0);
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = 0;
+	if (hints && hints->rx_attr && hints->rx_attr->op_flags)
+		fi->rx_attr->op_flags = hints->rx_attr->op_flags;
 	fi->rx_attr->msg_order = fi->tx_attr->msg_order;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->total_buffered_recv = 0;
@@ -493,8 +497,8 @@ static int dn_ep_control(struct fid *fid, int command, void *arg)
 {
 	switch (command) {
 	case FI_ENABLE: return goEpEnable(EPH(fid));
-	case FI_GETOPSFLAG:
-	case FI_SETOPSFLAG: return 0;
+	case FI_GETOPSFLAG: return goEpOpsFlags(EPH(fid), 0, arg);
+	case FI_SETOPSFLAG: return goEpOpsFlags(EPH(fid), 1, arg);
 	default: return -FI_ENOSYS;
 	}
 }
@@ -544,14 +548,14 @@ static int dn_iov1(const struct iovec *iov, size_t count, void **buf, size_t *le
 /* messages */
 static ssize_t dn_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
 {
-	return goRecv(EPH(ep), buf, len, src, 0, 0, ctx, 0);
+	return goRecv(EPH(ep), buf, len, src, 0, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src, void *ctx)
 {
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, src, 0, 0, ctx, 0);
+	return goRecv(EPH(ep), b, l, src, 0, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_recvmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t flags)
 {
@@ -562,14 +566,14 @@ static ssize_t dn_recvmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 }
 static ssize_t dn_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst, void *ctx)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, ctx, 0);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dst, void *ctx)
 {
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, dst, 0, 0, ctx, 0);
+	return goSend(EPH(ep), b, l, dst, 0, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_sendmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t flags)
 {
@@ -584,7 +588,7 @@ static ssize_t dn_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr
 }
 static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dst, void *ctx)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, ctx, FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, ctx, FI_REMOTE_CQ_DATA | DN_DEFAULT);
 }
 static ssize_t dn_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dst)
 {
@@ -600,7 +604,7 @@ static struct fi_ops_msg dn_msg_ops = {
 static ssize_t dn_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
 			uint64_t tag, uint64_t ignore, void *ctx)
 {
-	return goRecv(EPH(ep), buf, len, src, tag, ignore, ctx, FI_TAGGED);
+	return goRecv(EPH(ep), buf, len, src, tag, ignore, ctx, FI_TAGGED | DN_DEFAULT);
 }
 static ssize_t dn_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			 fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
@@ -608,7 +612,7 @@ static ssize_t dn_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, src, tag, ignore, ctx, FI_TAGGED);
+	return goRecv(EPH(ep), b, l, src, tag, ignore, ctx, FI_TAGGED | DN_DEFAULT);
 }
 static ssize_t dn_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uint64_t flags)
 {
@@ -620,7 +624,7 @@ static ssize_t dn_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 static ssize_t dn_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t tag, void *ctx)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, ctx, FI_TAGGED);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, ctx, FI_TAGGED | DN_DEFAULT);
 }
 static ssize_t dn_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			 fi_addr_t dst, uint64_t tag, void *ctx)
@@ -628,7 +632,7 @@ static ssize_t dn_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, dst, tag, 0, ctx, FI_TAGGED);
+	return goSend(EPH(ep), b, l, dst, tag, 0, ctx, FI_TAGGED | DN_DEFAULT);
 }
 static ssize_t dn_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uint64_t flags)
 {
@@ -644,7 +648,7 @@ static ssize_t dn_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_add
 static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t tag, void *ctx)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, ctx, FI_TAGGED | FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, ctx, FI_TAGGED | FI_REMOTE_CQ_DATA | DN_DEFAULT);
 }
 static ssize_t dn_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 			      fi_addr_t dst, uint64_t tag)
@@ -661,7 +665,7 @@ static struct fi_ops_tagged dn_tagged_ops = {
 static ssize_t dn_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
 		       uint64_t addr, uint64_t key, void *ctx)
 {
-	return goRMA(EPH(ep), 0, buf, len, src, addr, key, 0, ctx, 0);
+	return goRMA(EPH(ep), 0, buf, len, src, addr, key, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
@@ -669,7 +673,7 @@ static ssize_t dn_readv(struct fid_ep *ep, const struct iovec *iov, void **desc,
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 0, b, l, src, addr, key, 0, ctx, 0);
+	return goRMA(EPH(ep), 0, b, l, src, addr, key, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_readmsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64_t flags)
 {
@@ -681,7 +685,7 @@ static ssize_t dn_readmsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64_
 static ssize_t dn_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t addr, uint64_t key, void *ctx)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, ctx, 0);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_writev(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			 fi_addr_t dst, uint64_t addr, uint64_t key, void *ctx)
@@ -689,7 +693,7 @@ static ssize_t dn_writev(struct fid_ep *ep, const struct iovec *iov, void **desc
 	void *b; size_t l;
 	if (dn_iov1(iov, count, &b, &l))
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 1, b, l, dst, addr, key, 0, ctx, 0);
+	return goRMA(EPH(ep), 1, b, l, dst, addr, key, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_writemsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64_t flags)
 {
@@ -705,7 +709,7 @@ static ssize_t dn_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_
 static ssize_t dn_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t addr, uint64_t key, void *ctx)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, ctx, FI_REMOTE_CQ_DATA);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, ctx, FI_REMOTE_CQ_DATA | DN_DEFAULT);
 }
 static ssize_t dn_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 				 fi_addr_t dst, uint64_t addr, uint64_t key)

@@ -29,6 +29,10 @@
 /* The largest message: a rendezvous body fits a quarter of the arena. */
 #define DN_MAX_MSG (16UL << 20)
 
+/* Marks a call without a flags argument (fi_send, fi_trecv, ...): it takes
+ * the endpoint's default op_flags (bit 63 is no operation flag). */
+#define DN_DEFAULT (1ULL << 63)
+
 const char *dn_param_str(const char *name);
 
 #endif
