@@ -29,6 +29,8 @@ static struct fi_provider dn_prov;
 static const char dn_fabric_name[] = "dimmnet";
 static const char dn_domain_name[] = "dimmnet0";
 
+static size_t dn_max_msg(void);
+
 static struct fi_info *dn_info(const struct fi_info *hints)
 {
 	struct fi_info *fi = fi_allocinfo();
@@ -78,7 +80,7 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
 	fi->ep_attr->protocol_version = 1;
-	fi->ep_attr->max_msg_size = DN_MAX_MSG;
+	fi->ep_attr->max_msg_size = dn_max_msg();
 	fi->ep_attr->msg_prefix_size = 0;
 	fi->ep_attr->max_order_raw_size = DN_MAX_MSG;
 	fi->ep_attr->max_order_war_size = DN_MAX_MSG;
@@ -119,6 +121,15 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->fabric_attr->prov_version = dn_prov.version;
 	fi->fabric_attr->api_version = FI_VERSION(1, 17);
 	return fi;
+}
+
+/* dn_max_msg is FI_DIMMNET_MAX_MSG if smaller than the provider's bound. */
+static size_t dn_max_msg(void)
+{
+	size_t v = 0;
+	if (fi_param_get_size_t(&dn_prov, "max_msg", &v) == 0 && v > 0 && v < DN_MAX_MSG)
+		return v;
+	return DN_MAX_MSG;
 }
 
 /* dn_hints_ok says whether the provider can meet what the caller asks. */
@@ -928,6 +939,8 @@ __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
 			"udp: the IPv4 address to bind and advertise (default: the address of the default route's interface)");
 	fi_param_define(&dn_prov, "node", FI_PARAM_INT,
 			"Node id to claim (default: the first free one on shm; on udp one derived from the address and port)");
+	fi_param_define(&dn_prov, "max_msg", FI_PARAM_SIZE_T,
+			"Largest message getinfo offers (default and bound: 16 MiB)");
 	fi_param_define(&dn_prov, "region_mb", FI_PARAM_INT,
 			"Size of each endpoint's device region in MiB (default 64)");
 	return &dn_prov;
