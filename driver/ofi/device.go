@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
+	"golang.org/x/sys/unix"
 )
 
 // device is an endpoint's own dimmnet device, embedded in this process as
@@ -115,4 +117,68 @@ func (d *device) close() {
 	if err := d.rd.Close(); err != nil {
 		logf("close node %d: %v", d.node, err)
 	}
+}
+
+// udpPortBase is where a udp endpoint's port search starts: the k-th
+// endpoint of a host (k = 1..255) binds udpPortBase+k and is node
+// (last octet of its address)<<8 | k, so endpoints on hosts whose
+// addresses differ in the last octet never collide, and two that do
+// are named by fi_av_insert (errCollision) instead of crossing frames.
+const udpPortBase = 47300
+
+// openUDP binds the first free port of the udp range on the address
+// FI_DIMMNET_UDP_ADDR names (default: this namespace's first
+// non-loopback IPv4 address, so two network namespaces joined by a
+// veth are two hosts).
+func openUDP() (*device, error) {
+	ip := net.ParseIP(param("udp_addr")).To4()
+	if ip == nil {
+		var err error
+		if ip, err = firstIPv4(); err != nil {
+			return nil, err
+		}
+	}
+	for k := 1; k < 256; k++ {
+		node := uint16(ip[3])<<8 | uint16(k)
+		if v, err := strconv.ParseUint(param("node"), 10, 16); err == nil && v > 0 {
+			node = uint16(v)
+		}
+		ua := &net.UDPAddr{IP: ip, Port: udpPortBase + k}
+		rd, err := rankdev.Open(rankdev.Options{Link: "udp", UDPLocal: ua.String(), Learn: true, Node: node, RegionSize: regionBytes()})
+		if errors.Is(err, unix.EADDRINUSE) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &device{rd: rd, drv: rd.Driver, node: node, medium: "udp", addr: makeAddr(mediumUDP, node, ua, 0)}, nil
+	}
+	return nil, fmt.Errorf("udp %s: ports %d..%d all taken: %w", ip, udpPortBase+1, udpPortBase+255, errNoNode)
+}
+
+func firstIPv4() (net.IP, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		as, _ := i.Addrs()
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				return n.IP.To4(), nil
+			}
+		}
+	}
+	return net.IPv4(127, 0, 0, 1).To4(), nil
+}
+
+// admitUDP adds a peer to the udp port's accepted set.
+func (d *device) admitUDP(a address) error {
+	if err := d.rd.Admit(a.node, a.udpAddr()); err != nil {
+		return fmt.Errorf("node %d at %s: %w", a.node, a.udpAddr(), err)
+	}
+	return nil
 }

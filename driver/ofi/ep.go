@@ -68,6 +68,7 @@ type txOp struct {
 	result    unsafe.Pointer // rma read / atomic fetch: where the data goes
 	rbuf      uint64         // ... from this link address
 	dst       uint64
+	inject    bool // no completion, not even an error entry: the counter counts it
 }
 
 type recvOp struct {
@@ -321,7 +322,11 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	}
 	p, ok := e.peer(dst)
 	if !ok {
-		// a send to an address never inserted: named in an error entry
+		// a send to an address never inserted: named in an error entry,
+		// or refused at once when nothing would carry one (inject)
+		if flags&fInject != 0 {
+			return eInval
+		}
 		e.txErr(ctx, flags, n, tag, data, errAddr, 0)
 		return 0
 	}
@@ -331,6 +336,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		op.flags = fSend | fTagged
 	}
 	op.complete = flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)
+	op.inject = flags&fInject != 0
 	var hflags byte
 	if tagged {
 		hflags |= hdrTagged
@@ -787,7 +793,12 @@ func (e *endpoint) status(s *uapi.Status) {
 		failed := s.Type == uapi.StError
 		switch kind {
 		case ckSend:
-			if failed {
+			if failed && op.inject {
+				logf("an inject to node %d failed: %v", s.SrcNode, s.Err)
+				if e.txCntr != nil {
+					e.txCntr.errs++
+				}
+			} else if failed {
 				e.txErr(op.ctx, op.flags, op.n, op.tag, op.data, errFor(s), int(s.Err))
 			} else {
 				e.txDone(op)

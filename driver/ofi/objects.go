@@ -174,6 +174,9 @@ func (a *av) insert(b []byte) (uint64, error) {
 		}
 	}
 	fa := uint64(len(a.entries))
+	if trace {
+		logf("av insert node %d medium %d at %s as %d (%d endpoints bound)", ad.node, ad.medium, ad.udpAddr(), fa, len(a.eps))
+	}
 	a.entries = append(a.entries, avEntry{address: ad, valid: true})
 	if _, ok := a.byNode[ad.node]; !ok {
 		a.byNode[ad.node] = fa

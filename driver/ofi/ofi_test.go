@@ -229,16 +229,21 @@ func mpirunArgs(np int) []string {
 
 func runMPI(t *testing.T, e []string, args ...string) string {
 	t.Helper()
+	return runCmd(t, e, "mpirun", args...)
+}
+
+func runCmd(t *testing.T, e []string, name string, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "mpirun", args...)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = e
 	out, err := cmd.CombinedOutput()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatalf("mpirun %s: timed out\n%s", strings.Join(args, " "), out)
+		t.Fatalf("%s %s: timed out\n%s", name, strings.Join(args, " "), out)
 	}
 	if err != nil {
-		t.Fatalf("mpirun %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
