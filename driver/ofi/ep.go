@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 	"unsafe"
 
@@ -24,14 +25,24 @@ import (
 //	8..15  remote CQ data
 //	16..23 message length
 //	24..31 rts: the body's link address at the sender
-//	32..39 rts, fin: the sender's operation id
+//	32..39 rts, fin: the sender's operation id; rma: the requester's
+//	40..47 rma: the address (offset in the registered region); the key
+//	       rides in the immediate
 const (
-	hdrLen = 40
+	hdrLen = 48
 
 	kindEager = 1
 	kindRTS   = 2
 	kindFIN   = 3
-	kindWrite = 4 // rma write with remote CQ data: the body went before by PUSH
+	// rma.go: requests a target serves from its registered regions
+	kindWrite     = 4  // body inline
+	kindWriteRTS  = 5  // body offered for PULL
+	kindReadReq   = 6  // n bytes at addr wanted
+	kindReadResp  = 7  // body inline (data: status)
+	kindReadRTS   = 8  // body offered for PULL
+	kindAtomicReq = 9  // data: operand, raddr: compare, flags>>4: op
+	kindAtomicRsp = 10 // data: the old value
+	kindAck       = 11 // data: status (0 or an FI error)
 
 	hdrTagged = 1
 	hdrData   = 2
@@ -97,6 +108,8 @@ type inMsg struct {
 type pullOp struct {
 	msg    *inMsg
 	r      *recvOp
+	done   func(body []byte) // rma: what to do with the body, instead of a receive
+	fail   func(err, prov int)
 	bounce uint64
 	n      int // bytes pulled (min of message and buffer)
 	id     uint64
@@ -132,8 +145,10 @@ type endpoint struct {
 	waiting         []*pullOp // pulls waiting for bounce room
 	nextID          uint64
 	eagerMax        int
-	regions         map[uint64]region // rma: registered keys (see rma.go)
+	rmaOps          map[uint64]*rmaOp    // rma requests waiting for their answer
+	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
 
+	stats    epStats
 	driving  bool        // the caller's thread runs the device (drive)
 	lastCall int64       // monotime of the last call that progressed
 	releaser *time.Timer // hands the device back to its engine (release)
@@ -146,7 +161,7 @@ func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
 	}
 	e := &endpoint{dev: dev, d: dev.drv, caps: caps, txFlags: txFlags, rxFlags: rxFlags,
 		claimed: map[unsafe.Pointer]*inMsg{}, ops: map[uint64]*txOp{}, rdv: map[uint64]*txOp{},
-		pulls: map[uint64]*pullOp{}, addr: dev.addr, node: dev.node}
+		pulls: map[uint64]*pullOp{}, rmaOps: map[uint64]*rmaOp{}, rmaBodies: map[uint64][2]uint64{}, addr: dev.addr, node: dev.node}
 	e.lm = e.d.LinkMem()
 	lmSize := uint64(len(e.lm))
 	e.ring, err = e.d.SetRing(ringAMT, 0, ringBytes, false)
@@ -245,6 +260,14 @@ func (e *endpoint) admit(a address) error {
 	return e.dev.admit(a)
 }
 
+// epStats counts what an endpoint initiated, printed at close with
+// FI_DIMMNET_STATS=1 (how a test sees which paths a program took).
+type epStats struct {
+	Sends, Rendezvous, Recvs, RMAWrites, RMAReads, Atomics int
+}
+
+var printStats = os.Getenv("FI_DIMMNET_STATS") == "1"
+
 // close cancels every posted receive into its CQ (so a caller waiting on
 // one learns it, never hangs), unbinds and closes the device.
 func (e *endpoint) close() {
@@ -259,6 +282,9 @@ func (e *endpoint) close() {
 		e.posted[k] = nil
 	}
 	e.closed = true
+	if printStats {
+		fmt.Fprintf(os.Stderr, "dimmnet-fi stats: node %d %+v\n", e.node, e.stats)
+	}
 	for _, q := range []*cq{e.txcq, e.rxcq} {
 		if q != nil {
 			q.eps = remove(q.eps, e)
@@ -353,6 +379,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		e.txDone(op)
 		return 0
 	}
+	e.stats.Sends++
 	if n <= e.eagerMax {
 		at, ok := e.alloc(uint64(hdrLen + n))
 		if !ok {
@@ -368,6 +395,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		return 0
 	}
 	// rendezvous: the body waits in link memory for the receiver to PULL
+	e.stats.Rendezvous++
 	body, ok := e.alloc(uint64(n))
 	if !ok {
 		return eAgain
@@ -402,6 +430,7 @@ func (e *endpoint) alloc(n uint64) (uint64, bool) {
 
 func (e *endpoint) putHdr(at uint64, kind, flags byte, data, n, raddr, id uint64) {
 	h := e.lm[at : at+hdrLen]
+	clear(h[40:])
 	clear(h[:8])
 	h[0], h[1] = kind, flags
 	binary.LittleEndian.PutUint64(h[8:], data)
@@ -509,6 +538,7 @@ func (e *endpoint) recv(r *recvOp) int {
 		e.deliver(r, m)
 		return 0
 	}
+	e.stats.Recvs++
 	if i := e.findUnexp(k, r); i >= 0 {
 		m := e.unexp[k][i]
 		e.unexp[k] = append(e.unexp[k][:i], e.unexp[k][i+1:]...)
@@ -593,7 +623,11 @@ func (e *endpoint) startPull(p *pullOp) {
 			e.waiting = append(e.waiting, p)
 			return
 		}
-		e.rxErr(p.r, errIO, 0, 0)
+		if p.fail != nil {
+			p.fail(errIO, 0)
+		} else {
+			e.rxErr(p.r, errIO, 0, 0)
+		}
 		return
 	}
 	e.pulls[p.id] = p
@@ -601,6 +635,15 @@ func (e *endpoint) startPull(p *pullOp) {
 
 func (e *endpoint) pullDone(p *pullOp, s *uapi.Status) {
 	delete(e.pulls, p.id)
+	if p.done != nil {
+		if s.Type == uapi.StError {
+			p.fail(errFor(s), int(s.Err))
+		} else {
+			p.done(e.lm[p.bounce : p.bounce+uint64(p.n)])
+		}
+		e.arena.free(p.bounce, uint64(p.n))
+		return
+	}
 	if s.Type == uapi.StError {
 		e.arena.free(p.bounce, uint64(p.n))
 		e.rxErrMsg(p.r, p.msg, errFor(s), int(s.Err))
@@ -780,10 +823,6 @@ func (e *endpoint) status(s *uapi.Status) {
 			}
 			return
 		}
-		if kind == ckRMA {
-			e.rmaDone(id, s)
-			return
-		}
 		op := e.ops[id]
 		if op == nil {
 			return
@@ -802,6 +841,10 @@ func (e *endpoint) status(s *uapi.Status) {
 				e.txErr(op.ctx, op.flags, op.n, op.tag, op.data, errFor(s), int(s.Err))
 			} else {
 				e.txDone(op)
+			}
+		case ckRMA:
+			if failed {
+				e.rmaFail(op.rbuf, errFor(s), int(s.Err))
 			}
 		case ckRTS:
 			if failed {
@@ -862,8 +905,8 @@ func (e *endpoint) packet(s *uapi.Status) {
 			e.arena.free(op.body, op.bodyN)
 			e.txDone(op)
 		}
-	case kindWrite:
-		e.remoteWrite(m)
+	case kindWrite, kindWriteRTS, kindReadReq, kindReadResp, kindReadRTS, kindAtomicReq, kindAtomicRsp, kindAck:
+		e.rmaPacket(kind, flags, s.SrcNode, s.Imm, h, data[hdrLen:])
 	default:
 		logf("dropped a packet of kind %d from node %d", kind, s.SrcNode)
 	}

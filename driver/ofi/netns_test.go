@@ -75,34 +75,76 @@ func TestFiPingpongAcrossNamespaces(t *testing.T) {
 	}
 }
 
-// TestOpenMPIAcrossNamespaces runs the MPI program on two "hosts": mpirun
-// in the first namespace, two ranks in each, the second started by an
-// rsh agent that enters its namespace; the ranks' frames cross the veth.
-func TestOpenMPIAcrossNamespaces(t *testing.T) {
-	dir := provider(t)
-	bin := mpicheck(t)
-	h := twoHosts(t)
+// mpirunAcross runs bin with args under mpirun in the first namespace,
+// slots ranks on each "host", the second's started by an rsh agent that
+// enters its namespace instead of logging in.
+func mpirunAcross(t *testing.T, h *hosts, dir, bin string, slots int, extra []string, args ...string) string {
 	tmp := t.TempDir()
 	agent := filepath.Join(tmp, "netns-rsh")
-	// the rsh agent enters the other namespace instead of logging in
 	if err := os.WriteFile(agent, []byte("#!/bin/sh\nh=$1; shift; exec ip netns exec \"$h\" sh -c \"$*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	hostfile := filepath.Join(tmp, "hosts")
-	if err := os.WriteFile(hostfile, []byte(h.ns[0]+" slots=2\n"+h.ns[1]+" slots=2\n"), 0o644); err != nil {
+	if err := os.WriteFile(hostfile, []byte(fmt.Sprintf("%s slots=%d\n%s slots=%d\n", h.ns[0], slots, h.ns[1], slots)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := h.rxPackets(t, 1)
-	e := env(t, dir, "FI_DIMMNET_LINK=udp")
-	args := []string{"netns", "exec", h.ns[0], "mpirun", "-np", "4", "--allow-run-as-root", "--bind-to", "none",
+	e := env(t, dir, "FI_DIMMNET_LINK=udp", "FI_DIMMNET_STATS=1")
+	a := []string{"netns", "exec", h.ns[0], "mpirun", "-np", strconv.Itoa(2 * slots), "--allow-run-as-root", "--bind-to", "none",
 		"--hostfile", hostfile, "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", "10.77.0.0/24",
 		"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "dimmnet",
-		"-x", "FI_PROVIDER_PATH", "-x", "FI_DIMMNET_DIR", "-x", "FI_DIMMNET_LINK", "-x", "PATH", bin}
-	out := runCmd(t, e, "ip", args...)
+		"-x", "FI_PROVIDER_PATH", "-x", "FI_DIMMNET_DIR", "-x", "FI_DIMMNET_LINK", "-x", "FI_DIMMNET_STATS", "-x", "PATH"}
+	a = append(append(append(a, extra...), bin), args...)
+	return runCmd(t, e, "ip", a...)
+}
+
+// stats sums the provider's counts the ranks printed at close.
+func stats(out string) (sends, writes, reads, atomics int) {
+	for _, l := range strings.Split(out, "\n") {
+		var node, s, r, rv, w, rd, at int
+		if _, err := fmt.Sscanf(l, "dimmnet-fi stats: node %d {Sends:%d Rendezvous:%d Recvs:%d RMAWrites:%d RMAReads:%d Atomics:%d}",
+			&node, &s, &r, &rv, &w, &rd, &at); err == nil {
+			sends, writes, reads, atomics = sends+s, writes+w, reads+rd, atomics+at
+		}
+	}
+	return
+}
+
+// TestOpenMPIAcrossNamespaces runs the MPI program on two "hosts", two
+// ranks on each; the ranks' frames cross the veth.
+func TestOpenMPIAcrossNamespaces(t *testing.T) {
+	dir := provider(t)
+	bin := mpicheck(t)
+	h := twoHosts(t)
+	before := h.rxPackets(t, 1)
+	out := mpirunAcross(t, h, dir, bin, 2, nil)
 	if !strings.Contains(out, "mpicheck: ok 4") {
 		t.Fatalf("mpicheck did not pass:\n%s", out)
 	}
+	if sends, _, _, _ := stats(out); sends == 0 {
+		t.Errorf("the ranks sent nothing through the provider:\n%s", out)
+	}
 	if got := h.rxPackets(t, 1) - before; got < 1000 {
 		t.Errorf("%s received %d packets: the ranks' frames did not cross the veth", h.veth[1], got)
+	}
+}
+
+// TestOpenMPIOneSidedAcrossNamespaces: MPI_Put, MPI_Get and
+// MPI_Fetch_and_op over osc rdma and btl ofi. Ranks on one host share the
+// window's memory directly, so it takes a rank on each of two hosts for
+// osc rdma to use the provider's RMA and atomics; the provider's counts
+// show it did. One rank per host: two daemons of one hostname share
+// Open MPI's session directory in the common /tmp, and osc rdma's
+// shared-memory segment for local peers collides there.
+func TestOpenMPIOneSidedAcrossNamespaces(t *testing.T) {
+	dir := provider(t)
+	bin := mpicheck(t)
+	h := twoHosts(t)
+	out := mpirunAcross(t, h, dir, bin, 1, []string{"--mca", "osc", "rdma", "--mca", "btl", "self,ofi",
+		"--mca", "btl_ofi_provider_include", "dimmnet"}, "rma")
+	if !strings.Contains(out, "mpicheck: ok 2") {
+		t.Fatalf("mpicheck rma did not pass:\n%s", out)
+	}
+	if _, w, r, a := stats(out); w == 0 || r == 0 || a == 0 {
+		t.Errorf("one-sided operations through the provider: %d writes, %d reads, %d atomics; want each > 0\n%s", w, r, a, out)
 	}
 }

@@ -100,6 +100,12 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	if (hints && hints->domain_attr && hints->domain_attr->av_type != FI_AV_UNSPEC)
 		fi->domain_attr->av_type = hints->domain_attr->av_type;
 	fi->domain_attr->mr_mode = 0;
+	/* Local descriptors are never needed; but Open MPI 4.1's btl ofi
+	 * passes its compare-and-swap result's registration unchecked unless
+	 * told to register, so a caller of one-sided operations that accepts
+	 * FI_MR_LOCAL gets it. */
+	if (hints && hints->domain_attr && (hints->domain_attr->mr_mode & FI_MR_LOCAL) && (caps & (FI_RMA | FI_ATOMIC)))
+		fi->domain_attr->mr_mode = FI_MR_LOCAL;
 	fi->domain_attr->mr_key_size = 8;
 	fi->domain_attr->cq_data_size = 8;
 	fi->domain_attr->cq_cnt = 256;
@@ -173,6 +179,9 @@ static int dn_getinfo(uint32_t version, const char *node, const char *service,
 		      uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
 	*info = NULL;
+	if (getenv("FI_DIMMNET_DEBUG") && hints && hints->domain_attr)
+		fprintf(stderr, "dimmnet-fi: getinfo caps %#llx mode %#llx mr_mode %#x\n", (unsigned long long)hints->caps,
+			(unsigned long long)hints->mode, hints->domain_attr->mr_mode);
 	if (!dn_hints_ok(hints))
 		return -FI_ENODATA;
 	*info = dn_info(hints);
@@ -222,6 +231,18 @@ static struct fi_ops dn_go_ops = {
 
 /* ---- memory registration: the device needs none (mr_mode 0) but callers
  * may register anyway; the key is the requested one. */
+static int dn_mr_close(struct fid *fid)
+{
+	goMrClose(((struct fid_mr *)fid)->key);
+	free(fid);
+	return 0;
+}
+
+static struct fi_ops dn_mr_fi_ops = {
+	.size = sizeof(struct fi_ops), .close = dn_mr_close, .bind = NOSYS,
+	.control = NOSYS, .ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
+};
+
 static int dn_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 		     uint64_t offset, uint64_t requested_key, uint64_t flags,
 		     struct fid_mr **mr, void *context)
@@ -231,9 +252,14 @@ static int dn_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 		return -FI_ENOMEM;
 	m->mr.fid.fclass = FI_CLASS_MR;
 	m->mr.fid.context = context;
-	m->mr.fid.ops = &dn_free_ops;
+	m->mr.fid.ops = &dn_mr_fi_ops;
 	m->mr.mem_desc = NULL;
 	m->mr.key = requested_key;
+	int ret = goMrReg(requested_key, (void *)buf, len);
+	if (ret) {
+		free(m);
+		return ret;
+	}
 	*mr = &m->mr;
 	return 0;
 }
