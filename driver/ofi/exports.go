@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"errors"
+	"runtime"
 	"runtime/cgo"
 	"sync"
 	"unsafe"
@@ -378,6 +379,9 @@ func goAtomic(h C.uintptr_t, op C.int, operand, compare C.uint64_t, result unsaf
 	}
 	return C.ssize_t(e.atomic(int(op), uint64(operand), uint64(compare), result, uint64(dst), uint64(addr), uint64(key), ctx))
 }
+
+//export dimmnet_goroutines
+func dimmnet_goroutines() C.int { return C.int(runtime.NumGoroutine()) }
 
 // param reads one of the FI_DIMMNET_* variables through libfabric (which
 // also takes them from the environment), "" when unset.

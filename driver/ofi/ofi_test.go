@@ -259,3 +259,23 @@ func TestOpenMPIOverProvider(t *testing.T) {
 		t.Fatalf("mpicheck did not pass:\n%s", out)
 	}
 }
+
+// TestFaultsAndLeaks runs testdata/faults.c against the provider: a send
+// to an address never inserted, a junk address, a peek that finds
+// nothing, a truncated receive, a cancel, a receive on an endpoint that
+// is closed, a send to a peer that died and a new peer after it, each
+// with the error entry it must name; then 1,000 endpoint opens and
+// closes, the second half adding no descriptor, mapping, thread or
+// goroutine.
+func TestFaultsAndLeaks(t *testing.T) {
+	dir := provider(t)
+	bin := filepath.Join(t.TempDir(), "faults")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, "testdata/faults.c", "-lfabric", "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out := runCmd(t, env(t, dir, "DIMMNET_FI_LIB="+filepath.Join(dir, "libdimmnet-fi.so")), bin, "1000")
+	if !strings.Contains(out, "faults: ok") {
+		t.Fatalf("faults:\n%s", out)
+	}
+	t.Log(out)
+}
