@@ -104,7 +104,7 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	 * passes its compare-and-swap result's registration unchecked unless
 	 * told to register, so a caller of one-sided operations that accepts
 	 * FI_MR_LOCAL gets it. */
-	if (hints && hints->domain_attr && (hints->domain_attr->mr_mode & FI_MR_LOCAL) && (caps & (FI_RMA | FI_ATOMIC)))
+	if (hints && hints->domain_attr && (hints->domain_attr->mr_mode & FI_MR_LOCAL) && (hints->caps & (FI_RMA | FI_ATOMIC)))
 		fi->domain_attr->mr_mode = FI_MR_LOCAL;
 	fi->domain_attr->mr_key_size = 8;
 	fi->domain_attr->cq_data_size = 8;
