@@ -470,7 +470,9 @@ static int dn_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct
 		format = FI_CQ_FORMAT_TAGGED;
 	if (format > FI_CQ_FORMAT_TAGGED)
 		return -FI_ENOSYS;
-	if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC && attr->wait_obj != FI_WAIT_FD)
+	/* fi_cq_sread sleeps on the device's interrupt (FI_WAIT_UNSPEC); no
+	 * descriptor is handed out (FI_WAIT_FD, fi_control FI_GETWAIT). */
+	if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
 		return -FI_ENOSYS;
 	struct dn_cq *c = calloc(1, sizeof(*c));
 	if (!c)

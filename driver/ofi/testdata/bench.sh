@@ -20,7 +20,7 @@ for p in dimmnet shm tcp; do
 	echo "fi_pingpong $p 8B usec/xfer median: $(pp $p 8 100000)"
 done
 for p in dimmnet shm tcp; do
-	echo "fi_pingpong $p 1MiB usec/xfer median: $(pp $p 1m 1000)"
+	echo "fi_pingpong $p 1MiB usec/xfer median: $(pp $p 1048576 1000)"
 done
 mpi="mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none"
 echo "mpi dimmnet: $(FI_PROVIDER_PATH=$dir $mpi -x FI_PROVIDER_PATH --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dimmnet $dir/mpicheck bench | grep bench)"
