@@ -380,6 +380,9 @@ func goAtomic(h C.uintptr_t, op C.int, operand, compare C.uint64_t, result unsaf
 	return C.ssize_t(e.atomic(int(op), uint64(operand), uint64(compare), result, uint64(dst), uint64(addr), uint64(key), ctx))
 }
 
+//export dimmnet_nop
+func dimmnet_nop() C.int { return 0 }
+
 //export dimmnet_goroutines
 func dimmnet_goroutines() C.int { return C.int(runtime.NumGoroutine()) }
 

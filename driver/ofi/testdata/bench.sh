@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench.sh DIR: the provider's figures beside libfabric's shm and tcp
 # providers and Open MPI's vader and tcp, in one run, medians of 5 (see
-# docs/ofi.md). DIR holds libdimmnet-fi.so and the built mpicheck.
+# docs/ofi.md). DIR holds libdimmnet-fi.so and the built mpicheck and
+# crossing (testdata/*.c).
 set -u
 dir=$1
 port=47650
@@ -26,4 +27,5 @@ mpi="mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none"
 echo "mpi dimmnet: $(FI_PROVIDER_PATH=$dir $mpi -x FI_PROVIDER_PATH --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dimmnet $dir/mpicheck bench | grep bench)"
 echo "mpi vader:   $($mpi --mca pml ob1 --mca btl self,vader $dir/mpicheck bench | grep bench)"
 echo "mpi tcp:     $($mpi --mca pml ob1 --mca btl self,tcp $dir/mpicheck bench | grep bench)"
+[ -x "$dir/crossing" ] && DIMMNET_FI_LIB=$dir/libdimmnet-fi.so FI_PROVIDER_PATH=$dir "$dir/crossing"
 uptime
