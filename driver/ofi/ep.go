@@ -76,8 +76,7 @@ type txOp struct {
 	bodyN     uint64
 	complete  bool // write a CQ entry on success
 	tag, data uint64
-	result    unsafe.Pointer // rma read / atomic fetch: where the data goes
-	rbuf      uint64         // ... from this link address
+	rbuf      uint64 // ... from this link address
 	dst       uint64
 	inject    bool // no completion, not even an error entry: the counter counts it
 }
