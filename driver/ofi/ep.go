@@ -76,7 +76,7 @@ type txOp struct {
 	bodyN     uint64
 	complete  bool // write a CQ entry on success
 	tag, data uint64
-	rbuf      uint64 // ... from this link address
+	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
 	inject    bool // no completion, not even an error entry: the counter counts it
 }
