@@ -15,12 +15,12 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
 // attachAll attaches to every DIR/node<K>.sock a daemon serves.
-func attachAll(dir string) ([]string, []driver.Transport, error) {
+func attachAll(dir string) ([]string, []driver.Attachment, error) {
 	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
 	if err != nil {
 		return nil, nil, err
@@ -30,7 +30,7 @@ func attachAll(dir string) ([]string, []driver.Transport, error) {
 	}
 	sort.Slice(socks, func(i, j int) bool { return nodeNum(socks[i]) < nodeNum(socks[j]) })
 	var names []string
-	var ts []driver.Transport
+	var ts []driver.Attachment
 	for _, s := range socks {
 		t, err := driver.Dial(s)
 		if err != nil {
@@ -143,7 +143,7 @@ func statCmd(args []string) error {
 	if fs.NArg() > 1 {
 		return errors.New("usage: dimmnet stat [-w] [SOCKET] (a bare name such as node1.sock is in serve's default directory; no socket: node0.sock there if a daemon serves it, else the device on this guest's PCI bus)")
 	}
-	var t driver.Transport
+	var t driver.Attachment
 	var err error
 	name := "pci"
 	sock := fs.Arg(0)

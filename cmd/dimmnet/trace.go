@@ -1,20 +1,13 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/dimmnet/dimmnet/vdev/link/capture"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
-	"github.com/dimmnet/dimmnet/vdev/tracesock"
-	"github.com/dimmnet/dimmnet/vdev/wire"
+	"github.com/dimmnet/dimmnet/internal/rundir"
+	"github.com/dimmnet/dimmnet/vdev/daemon/tracesock"
 )
 
 // traceCmd streams a daemon device's live trace: what it takes, writes,
@@ -39,48 +32,5 @@ func traceCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := tracesock.Dial(tracesock.Path(sock), *pcapFile != "")
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); r.Close() }()
-	var cw *capture.Writer
-	if *pcapFile != "" {
-		f, err := os.Create(*pcapFile)
-		if err != nil {
-			return err
-		}
-		if cw, err = capture.NewWriter(f, 65536+wire.FrameOverhead); err != nil {
-			f.Close()
-			return err
-		}
-		defer func() {
-			cw.Close()
-			fmt.Fprintf(os.Stderr, "trace: %d frames captured to %s\n", cw.Frames(), *pcapFile)
-		}()
-	}
-	out := json.NewEncoder(os.Stdout)
-	for n := 0; *count == 0 || n < *count; n++ {
-		rec, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("trace: %w", err)
-		}
-		if cw != nil && rec.Frame != nil {
-			cw.Record(rec.Frame)
-		}
-		rec.Frame = nil
-		if *asJSON {
-			if err := out.Encode(rec); err != nil {
-				return err
-			}
-		} else {
-			fmt.Println(rec.Text)
-		}
-	}
-	return nil
+	return tracesock.Follow(sock, tracesock.FollowOptions{JSON: *asJSON, PcapFile: *pcapFile, Count: *count}, os.Stdout)
 }
