@@ -12,15 +12,15 @@ import (
 	"strings"
 
 	"github.com/dimmnet/dimmnet/driver"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"golang.org/x/sys/unix"
 )
 
 // device is an endpoint's own dimmnet device, embedded in this process as
-// an FMPL rank's is (package rankdev), on the medium FI_DIMMNET_LINK names.
+// an FMPL rank's is (package driver/ranks), on the medium FI_DIMMNET_LINK names.
 type device struct {
-	rd     *rankdev.Device
+	rd     *ranks.Device
 	drv    *driver.Driver
 	node   uint16
 	addr   [addrLen]byte
@@ -80,7 +80,7 @@ func openShm() (*device, error) {
 		first = uint16(v)
 	}
 	for node := first; node <= maxShmNode; node++ {
-		rd, err := rankdev.Open(rankdev.Options{Link: "shm", Dir: dir, Node: node, RegionSize: regionBytes()})
+		rd, err := ranks.Open(ranks.Options{Link: "shm", Dir: dir, Node: node, RegionSize: regionBytes()})
 		if errors.Is(err, link.ErrNodeInUse) {
 			if param("node") != "" {
 				return nil, fmt.Errorf("FI_DIMMNET_NODE=%d: %w", node, err)
@@ -144,7 +144,7 @@ func openUDP() (*device, error) {
 			node = uint16(v)
 		}
 		ua := &net.UDPAddr{IP: ip, Port: udpPortBase + k}
-		rd, err := rankdev.Open(rankdev.Options{Link: "udp", UDPLocal: ua.String(), Learn: true, Node: node, RegionSize: regionBytes()})
+		rd, err := ranks.Open(ranks.Options{Link: "udp", UDPLocal: ua.String(), Learn: true, Node: node, RegionSize: regionBytes()})
 		if errors.Is(err, unix.EADDRINUSE) {
 			continue
 		}

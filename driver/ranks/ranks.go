@@ -256,7 +256,7 @@ func openDevice(o Options) (*Device, error) {
 // ErrNotAdmitter reports Admit on a device whose link learns no peers at
 // run time (shm meets every process of its directory; afpacket reaches
 // every node on its segment; a peers file is fixed).
-var ErrNotAdmitter = errors.New("rankdev: this device's link takes no peers at run time")
+var ErrNotAdmitter = errors.New("ranks: this device's link takes no peers at run time")
 
 // Admit accepts the device on node at addr (host:port) on a udp device
 // opened with UDPLocal.
