@@ -238,7 +238,11 @@ int main(int argc, char **argv)
 	int fd1 = count_dir("/proc/self/fd"), map1 = count_lines("/proc/self/maps"), th1 = count_dir("/proc/self/task"), g1 = goroutines();
 	printf("faults: %d opens, the second half: fds %d -> %d, mappings %d -> %d, threads %d -> %d, goroutines %d -> %d\n", loops, fd0, fd1,
 	       map0, map1, th0, th1, g0, g1);
-	if (fd1 > fd0 || map1 > map0 + 4 || th1 > th0 + 2 || g1 > g0 + 2)
+	/* A leak is per open: 500 opens would leave hundreds of fds, mappings
+	 * (each device maps its region) or goroutines. The Go runtime's own
+	 * heap and threads still move by a few (an arena split in two maps,
+	 * an M started for a blocked syscall): bounded, not per open. */
+	if (fd1 > fd0 || map1 > map0 + 16 || th1 > th0 + 4 || g1 > g0 + 2)
 		FAIL("resources left behind");
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
