@@ -12,7 +12,7 @@ package uapi
 
 import "fmt"
 
-//go:generate go run ./gendatasheet -o ../docs/datasheet.md
+//go:generate go run ./gendatasheet -o ../docs/datasheet.md -h dimmnet.h -py dimmnet_uapi.py
 
 // Magic identifies a dimmnet register page ("DIMMNET1" read as a little-endian
 // u64). A driver that finds anything else at offset 0 is not looking at a

@@ -1,5 +1,6 @@
-// Package datasheet renders docs/datasheet.md from the uapi tables, so the
-// numbers a driver developer reads are the numbers the code uses.
+// Package datasheet renders docs/datasheet.md, the C header uapi/dimmnet.h
+// and the Python module uapi/dimmnet_uapi.py from the uapi tables, so the
+// numbers a driver developer reads or includes are the numbers the code uses.
 package datasheet
 
 import (

@@ -18,6 +18,7 @@ func steps(p printer) {
 	p("4. As needed: expose a window to remote PUSH and PULL (WIN_BASE, WIN_SIZE), set up IPUSH rings and route senders to them (IPUSH rings, AMT Address Table access).\n")
 	p("5. Post commands (Publishing a command); wait for statuses (Waiting for statuses) and consume them (Consuming statuses), following Memory ordering.\n")
 	p("6. Watch STATE and ALIVE while you wait (Liveness).\n\n")
+	p("The same numbers in C: `uapi/dimmnet.h`, generated with this datasheet from the same tables, is the C form of this ABI (registers, descriptor, status, AMT entry and violation log entry as structs with `_Static_assert` offset and size checks, opcodes, flags, status types, error codes, counters, feature bits and violation kinds); `uapi/dimmnet_uapi.py` is the Python form.\n\n")
 	p("`docs/examples/pydriver.py` is such a driver in Python 3, written from this datasheet alone: it attaches to a daemon's nodes over the ivshmem socket, posts a PUSH and waits for its DONE by the rules below.\n\n")
 }
 
