@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
@@ -167,7 +167,7 @@ func barrierCmd(args []string) error {
 		fmt.Fprintln(os.Stderr, "barrier: checked devices: no violation of the datasheet")
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
@@ -38,7 +38,7 @@ func fabricBenchCmd(args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep.Records)
 	}

@@ -373,7 +373,7 @@ func labCmd(args []string) error {
 		devs[i].Link = *linkKind
 	}
 	if *asJSON {
-		return writeJSON(os.Stdout, append(raws, devs...))
+		return writeJSON(os.Stdout, append(raws, devs...), *linkKind)
 	}
 	base := map[string]pingpong.Result{}
 	for _, r := range raws {

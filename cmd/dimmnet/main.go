@@ -43,6 +43,8 @@ commands:
              beside OpenSHMEM and MPI one-sided (osc pt2pt)
   acp-tables the ACP paper's memory and format tables and the IPUSH
              paper's receive-area table, regenerated beside the papers'
+  version    this build's provenance (module, VCS revision, Go, ABI, CPU,
+             cores, load average): what every --json record carries
 
 run "dimmnet <command> -h" for a command's flags.
 `
@@ -84,6 +86,8 @@ func main() {
 		err = acpBenchCmd(os.Args[2:])
 	case "acp-tables":
 		err = acpTablesCmd(os.Args[2:])
+	case "version":
+		err = versionCmd(os.Args[2:])
 
 	case "-h", "--help", "help":
 		fmt.Print(usage)

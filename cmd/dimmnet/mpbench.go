@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
 // mpbenchCmd runs FMPL's measurements beside raw PUSH and Open MPI; under
@@ -40,7 +40,8 @@ func mpbenchCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		enc := json.NewEncoder(f)
+		enc := provenance.NewEncoder(f)
+		enc.Info.Medium = *linkKind
 		for _, r := range recs {
 			enc.Encode(r)
 		}
@@ -49,7 +50,8 @@ func mpbenchCmd(args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
+		enc.Info.Medium = *linkKind
 		for _, r := range recs {
 			enc.Encode(r)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
@@ -134,7 +134,7 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return writeJSON(os.Stdout, slices.Concat(res, raw, local))
+			return writeJSON(os.Stdout, slices.Concat(res, raw, local), *linkKind)
 		}
 		printTable(os.Stdout, pp.title, res)
 		pingpong.PrintRaw(os.Stdout, res, raw)
@@ -162,7 +162,7 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return writeJSON(os.Stdout, b)
+			return writeJSON(os.Stdout, b, *linkKind)
 		}
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
@@ -210,7 +210,7 @@ func pingpongCmd(args []string) error {
 	}
 	if *asJSON {
 		progress("")
-		return writeJSON(os.Stdout, res)
+		return writeJSON(os.Stdout, res, *linkKind)
 	}
 	progress("raw baselines: word ping-pong through shared memory, memcpy")
 	raw := pingpong.RawWordPingPong(20000)
@@ -639,8 +639,14 @@ func progressLine(quiet bool) func(string) {
 	}
 }
 
-func writeJSON(w io.Writer, v any) error {
-	e := json.NewEncoder(w)
+// writeJSON prints records (a slice of them: one indented array), each
+// stamped with the run's provenance; medium, when known, is the link the
+// run used.
+func writeJSON(w io.Writer, v any, medium ...string) error {
+	e := provenance.NewEncoder(w)
+	if len(medium) > 0 {
+		e.Info.Medium = medium[0]
+	}
 	e.SetIndent("", "  ")
 	return e.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/tracesock"
@@ -61,7 +61,7 @@ func traceCmd(args []string) error {
 			fmt.Fprintf(os.Stderr, "trace: %d frames captured to %s\n", cw.Frames(), *pcapFile)
 		}()
 	}
-	out := json.NewEncoder(os.Stdout)
+	out := provenance.NewEncoder(os.Stdout)
 	for n := 0; *count == 0 || n < *count; n++ {
 		rec, err := r.Next()
 		if err != nil {
