@@ -139,6 +139,37 @@ const (
 	FeatCheck     = 1 << 10 // a checked device: violations are counted and logged at VIOL_LOG
 )
 
+// FeatureNames names the feature bits, in bit order: the datasheet, the
+// header, `dimmnet stat` and `dimmnet devices` all print these names.
+var FeatureNames = []struct {
+	Bit  uint64
+	Name string
+}{
+	{FeatIPUSH, "IPUSH"}, {FeatAMTAT, "AMTAT"}, {FeatDirectAMT, "DIRECT_AMT"},
+	{FeatPULL, "PULL"}, {FeatPktStatus, "PKT_STATUS"}, {FeatDevHead, "DEV_HEAD"},
+	{FeatHold, "HOLD"}, {FeatNACK, "NACK"}, {FeatTrace, "TRACE"}, {FeatReliable, "RELIABLE"},
+	{FeatCheck, "CHECK"},
+}
+
+// Features names the bits set in a FEATURES value; an unknown bit shows as
+// BIT<n>, so nothing a device reports is hidden.
+func Features(v uint64) []string {
+	var names []string
+	known := uint64(0)
+	for _, f := range FeatureNames {
+		known |= f.Bit
+		if v&f.Bit != 0 {
+			names = append(names, f.Name)
+		}
+	}
+	for b := 0; b < 64; b++ {
+		if v&^known&(1<<b) != 0 {
+			names = append(names, fmt.Sprintf("BIT%d", b))
+		}
+	}
+	return names
+}
+
 // Ring-full modes in RegRingFullMode (per device).
 const (
 	RingFullHold = 0 // stop receiving on that link until the head moves

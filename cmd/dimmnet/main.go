@@ -23,9 +23,13 @@ commands:
 
   fs         mount a live /dev-like view of every device a daemon serves
              (dimmnet fs [--dir DIR] [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] [SOCK];
-             no SOCK: the default DIR's node0.sock, or inside a lab guest
-             the PCI device)
+  stat       print a device's registers and counters (dimmnet stat [-w] [--json]
+             [SOCK]; -w: every second, with each counter's rate; no SOCK:
+             the default DIR's node0.sock, or inside a lab guest the PCI
+             device)
+  devices    every device a daemon serves (or a lab guest has), with node,
+             state, ABI, features, MTU, MAX_INFLIGHT, sizes, link and peers,
+             like ibv_devinfo -v (dimmnet devices [--dir DIR] [--json])
   trace      stream a daemon device's live trace, decoded: commands, statuses,
              doorbells, interrupts, frames, violations (dimmnet trace SOCK)
   conform    run a driver program against checked devices in every situation
@@ -68,6 +72,8 @@ func main() {
 		err = fsCmd(os.Args[2:])
 	case "stat":
 		err = statCmd(os.Args[2:])
+	case "devices":
+		err = devicesCmd(os.Args[2:])
 	case "trace":
 		err = traceCmd(os.Args[2:])
 	case "conform":

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"os/user"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
@@ -176,6 +178,10 @@ func serveCmd(args []string) error {
 		return err
 	}
 	local.Engine.SetOSYield(true) // the drivers are other processes
+	if err := devinfo.WriteLink(*dir, serveLink(*linkKind, *fabricSpec, *peersFile, ids)); err != nil {
+		log.Warn("dimmnet devices will not know the link", "err", err)
+	}
+	defer os.Remove(filepath.Join(*dir, devinfo.LinkFile))
 	var servers []*ivshmem.Server
 	var traces []*tracesock.Server
 	var serversMu sync.Mutex
@@ -362,4 +368,38 @@ func fabricPorts(spec string, nodes, nodeBase, payload int) (func(d *vdev.Device
 	}
 	f := switched.New(topo, rt, switched.PaperConfig(payload+wire.FrameOverhead))
 	return func(d *vdev.Device) (link.Port, error) { return f.Attach(d.MAC(), int(d.Node())-nodeBase) }, nil
+}
+
+// serveLink describes the daemon's link for `dimmnet devices`: its kind
+// and the nodes it reaches (every node of a peers file; this daemon's
+// own on the in-memory hub or a fabric; unknown where frames name them).
+func serveLink(kind, fabric, peersFile string, ids []uint16) devinfo.Link {
+	l := devinfo.Link{Kind: kind, Nodes: ids}
+	switch {
+	case fabric != "":
+		l.Kind, l.Peers = "mem (fabric "+fabric+")", ids
+	case kind == "mem":
+		l.Peers = ids
+	case kind == "udp" && peersFile != "":
+		f, err := os.Open(peersFile)
+		if err != nil {
+			return l
+		}
+		defer f.Close()
+		peers, err := link.ParsePeers(f)
+		if err != nil {
+			return l
+		}
+		l.Peers = slices.Clone(ids) // the file may leave out this daemon's own
+		for m := range peers {
+			if hw, err := net.ParseMAC(m); err == nil {
+				if n, ok := wire.MACNode(hw); ok {
+					l.Peers = append(l.Peers, n)
+				}
+			}
+		}
+		slices.Sort(l.Peers)
+		l.Peers = slices.Compact(l.Peers)
+	}
+	return l
 }

@@ -46,8 +46,8 @@ func Render() string {
 		p("| 0x%03X | %s |\n", uapi.RegTrace+8*i, n)
 	}
 	p("\n### Feature bits (FEATURES)\n\n| bit | name |\n|---|---|\n")
-	for _, f := range features {
-		p("| %d | %s |\n", bit(f.v), f.n)
+	for _, f := range uapi.FeatureNames {
+		p("| %d | %s |\n", bit(f.Bit), f.Name)
 	}
 
 	p("\n## Command descriptor (%d B)\n\n", uapi.DescSize)
@@ -144,16 +144,6 @@ func Render() string {
 	p("- DIMMnet-2 advances an AMT head when its own SO-DIMM to Prefetch Window read finishes. Here a ring in DEV_HEAD mode is advanced by the READ_DONE command, which stands in for that read.\n")
 	p("- Registers are words in shared memory, not MMIO: the device notices writes by polling (and a doorbell when it sleeps), so register side effects (AMT Address Table access) use a CTRL/DONE handshake.\n")
 	return b.String()
-}
-
-var features = []struct {
-	v uint64
-	n string
-}{
-	{uapi.FeatIPUSH, "IPUSH"}, {uapi.FeatAMTAT, "AMTAT"}, {uapi.FeatDirectAMT, "DIRECT_AMT"},
-	{uapi.FeatPULL, "PULL"}, {uapi.FeatPktStatus, "PKT_STATUS"}, {uapi.FeatDevHead, "DEV_HEAD"},
-	{uapi.FeatHold, "HOLD"}, {uapi.FeatNACK, "NACK"}, {uapi.FeatTrace, "TRACE"}, {uapi.FeatReliable, "RELIABLE"},
-	{uapi.FeatCheck, "CHECK"},
 }
 
 var counterDocs = [uapi.NumCounters]string{

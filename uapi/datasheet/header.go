@@ -146,8 +146,8 @@ func Header() string {
 	p("#define DIMMNET_RINGFULL_HOLD %d\n#define DIMMNET_RINGFULL_NACK %d\n\n", uapi.RingFullHold, uapi.RingFullNACK)
 
 	p("/* Feature bits (FEATURES). */\n")
-	for _, f := range features {
-		p("#define DIMMNET_FEAT_%s (1ULL << %d)\n", f.n, bit(f.v))
+	for _, f := range uapi.FeatureNames {
+		p("#define DIMMNET_FEAT_%s (1ULL << %d)\n", f.Name, bit(f.Bit))
 	}
 	p("\n/* Counters: indexes (the word is at DIMMNET_REG_COUNTERS + 8*index). */\n")
 	for c := uapi.Counter(0); c < uapi.NumCounters; c++ {

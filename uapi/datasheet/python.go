@@ -29,8 +29,8 @@ func Python() string {
 	p("STATE_RESET, STATE_RUNNING, STATE_STOPPED = %d, %d, %d\n", uapi.StateReset, uapi.StateRunning, uapi.StateStopped)
 	p("RINGFULL_HOLD, RINGFULL_NACK = %d, %d\n\n", uapi.RingFullHold, uapi.RingFullNACK)
 	p("# Feature bits (FEATURES).\n")
-	for _, f := range features {
-		p("FEAT_%s = 1 << %d\n", f.n, bit(f.v))
+	for _, f := range uapi.FeatureNames {
+		p("FEAT_%s = 1 << %d\n", f.Name, bit(f.Bit))
 	}
 	p("FEATURE_NAMES = {%s}\n\n", pyDict(featureNames()))
 
@@ -91,8 +91,8 @@ func Python() string {
 }
 
 func featureNames() (ns []named) {
-	for _, f := range features {
-		ns = append(ns, named{int(f.v), f.n})
+	for _, f := range uapi.FeatureNames {
+		ns = append(ns, named{int(f.Bit), f.Name})
 	}
 	return ns
 }
