@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -140,7 +138,7 @@ func readCapture(t *testing.T, path string) []wire.Header {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := capture.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/wire"
-	"github.com/google/gopacket/pcapgo"
 )
 
 // --link tap: a daemon per guest, each device's TAP on a bridge in a
@@ -34,7 +34,7 @@ func TestLabLinkTAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := capture.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
