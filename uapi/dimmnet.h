@@ -1,4 +1,4 @@
-/* dimmnet.h: the dimmnet device ABI in C11, version 6.
+/* dimmnet.h: the dimmnet device ABI in C11, version 7.
  *
  * Generated from package uapi by `go generate ./uapi` (with docs/datasheet.md,
  * which explains every rule); do not edit.
@@ -17,7 +17,7 @@
 
 /* Identity. */
 #define DIMMNET_MAGIC 0x3154454E4D4D4944ULL /* "DIMMNET1" read as a little-endian u64 */
-#define DIMMNET_ABI_VERSION 6ULL /* refuse any other */
+#define DIMMNET_ABI_VERSION 7ULL /* refuse any other */
 #define DIMMNET_REGS_SIZE 4096
 #define DIMMNET_MIN_REGION_SIZE 1048576 /* the region is a power of two at least this big */
 #define DIMMNET_PROCS_PER_NODE 16 /* read the PROCS_PER_NODE register rather than assume it */
@@ -498,7 +498,11 @@ struct dimmnet_desc {
 	/* +4: IPUSH: the receiving process's GPID. Carried in the packet header
 	 * only: no device acts on it today (the ring is chosen by SRC_PROC, or by
 	 * REMOTE_ADDR with DIRECT_AMT, which the header then carries in its place)
-	 * and no status reports it */
+	 * and no status reports it. PULL, FADD8, CAS8: the GPID read from, carried
+	 * in the request; the node read from answers as that GPID (the SRC_PROC of
+	 * its response frames, seen only in a capture), acts on it no further, and
+	 * no status reports it (PULL_DONE's SRC_PROC is the command's SRC_PROC).
+	 * PUSH and the rest: carried, unused; 0 will do */
 	uint32_t dst_proc;
 	/* +8: the sender's GPID (node*PROCS_PER_NODE + process): indexes the
 	 * receiver's AMT Address Table and is reported in the receiver's statuses */
@@ -549,9 +553,10 @@ _Static_assert(sizeof(struct dimmnet_desc) == 64, "dimmnet_desc size");
 /* a whole IPUSH message placed in ring AMT starting at ADDR (INTERLEAVED:
  * another sender's packets came between, so the extent is not contiguous) */
 #define DIMMNET_ST_IPUSH_MSG 3
-/* a PULL completed (always, SIGNAL or not): LENGTH bytes are at ADDR (its
+/* a PULL, FADD8 or CAS8 completed (always, SIGNAL or not), OPCODE saying
+ * which (4, 9 or 10: match on all three): LENGTH bytes are at ADDR (its
  * LOCAL_ADDR); END is the command's index, COOKIE its cookie, SRC_NODE the
- * node read from */
+ * node read from; FADD8, CAS8: IMM is the word's old value */
 #define DIMMNET_ST_PULL_DONE 4
 /* a signaled command completed (PUSH/IPUSH: acknowledged by the receiver);
  * END is its index, COOKIE its cookie, LENGTH its LENGTH */
@@ -595,7 +600,8 @@ struct dimmnet_status {
 	/* +16: offset of this packet in its message; IPUSH_MSG with WRAPPED: bytes
 	 * before the wrap */
 	uint32_t offset;
-	/* +20: command opcode (DONE, ERROR, PULL_DONE) */
+	/* +20: command opcode (DONE, ERROR, PULL_DONE: PULL_DONE's is PULL, FADD8 or
+	 * CAS8) */
 	uint8_t opcode;
 	/* +21: zero */
 	uint8_t reserved21;
@@ -609,8 +615,9 @@ struct dimmnet_status {
 	 * mod SIZE, not an offset in the ring) of the data; PULL_DONE: the command's
 	 * LOCAL_ADDR; PAGE_REQ: the frame; DONE, ERROR: 0 */
 	uint64_t addr;
-	/* +40: IPUSH_PKT, IPUSH_MSG: ring position after the data; DONE, ERROR,
-	 * PULL_DONE: the command's free-running index (all 64 bits) */
+	/* +40: IPUSH_PKT, IPUSH_MSG: ring position after the data; DONE (a PUSH's
+	 * DONE too: an index, not a position in memory), ERROR, PULL_DONE: the
+	 * command's free-running index (all 64 bits); PUSH, RING_FULL, PAGE_REQ: 0 */
 	uint64_t end;
 	/* +48: the command's cookie (DONE, ERROR, PULL_DONE) */
 	uint64_t cookie;
@@ -718,9 +725,13 @@ _Static_assert(sizeof(struct dimmnet_amt) == 32, "dimmnet_amt size");
 
 /* a descriptor word, read again when its command completed, differs from what
  * the device took when the slot's SEQ word was published: SEQ was stored
- * before the body was complete, or the body was rewritten while the command
- * was in flight (INDEX: the command; WHERE: the word; EXPECTED: taken; GOT:
- * now) (datasheet: Publishing a command) */
+ * before the body was complete (INDEX: the command; WHERE: the word;
+ * EXPECTED: taken; GOT: now). Rewriting a slot CMDQ_HEAD has passed, for the
+ * slot's next index, is allowed even while its previous command is in flight:
+ * it is not reported once the driver has published the index before that next
+ * one (INDEX + CMDQ_ENTRIES - 1), as a driver posting in order has; a driver
+ * that writes several slots of the next lap before publishing the first of
+ * them may be (datasheet: Publishing a command) */
 #define DIMMNET_VIO_DESC_CHANGED 1
 /* STATQ_HEAD moved backwards, or past STATQ_TAIL (EXPECTED: the bound it
  * broke; GOT: the head) (datasheet: Consuming statuses) */
@@ -735,8 +746,10 @@ _Static_assert(sizeof(struct dimmnet_amt) == 32, "dimmnet_amt size");
 #define DIMMNET_VIO_READ_ONLY 4
 /* a command was published while DEV_SLEEP was 1 and no doorbell was rung: the
  * device found it only when its sleep timed out, up to 100 ms later (INDEX:
- * the command; a doorbell within 2 ms of the device finding it is a
- * legitimate race, not reported) (datasheet: Publishing a command) */
+ * the command; WHERE: its slot's SEQ word; EXPECTED: the DOORBELLS count a
+ * ring would have made, the count when the device fell asleep + 1; GOT:
+ * DOORBELLS as it was, unmoved; a doorbell within 2 ms of the device finding
+ * it is a legitimate race, not reported) (datasheet: Publishing a command) */
 #define DIMMNET_VIO_NO_DOORBELL 5
 /* a command slot was published for a later lap (SEQ = index + 1 +
  * k*CMDQ_ENTRIES) before the device took the command at its index: the driver
@@ -748,7 +761,15 @@ _Static_assert(sizeof(struct dimmnet_amt) == 32, "dimmnet_amt size");
  * entry; WHERE: the word; EXPECTED: the old value; GOT: the new) (datasheet:
  * IPUSH rings) */
 #define DIMMNET_VIO_AMT_CHANGED 7
-#define DIMMNET_NUM_VIOLATION_KINDS 8
+/* a command was published ahead of the next index (its slot's SEQ is its
+ * index + 1) while the slot at CMDQ_HEAD is not published, for a second: the
+ * driver skipped an index or started at the wrong one, and the device waits
+ * at CMDQ_HEAD for ever (INDEX: CMDQ_HEAD, the index never published; WHERE:
+ * its SEQ word; EXPECTED: INDEX + 1; GOT: the first index published ahead of
+ * it, plus 1). Looked for when the device falls asleep and at each timed
+ * wake-up (datasheet: Starting up) */
+#define DIMMNET_VIO_SKIPPED_INDEX 8
+#define DIMMNET_NUM_VIOLATION_KINDS 9
 
 /* One violation log entry. seq is stored last: read it, the other words, then
  * seq again (changed: the entry was rewritten meanwhile). */
@@ -902,6 +923,7 @@ static inline const char *dimmnet_violation_name(uint64_t v)
 	case 5: return "NO_DOORBELL";
 	case 6: return "SLOT_OVERRUN";
 	case 7: return "AMT_CHANGED";
+	case 8: return "SKIPPED_INDEX";
 	default: return "?";
 	}
 }

@@ -1,4 +1,4 @@
-"""The dimmnet device ABI, version 6, for Python 3.
+"""The dimmnet device ABI, version 7, for Python 3.
 
 Generated from package uapi by `go generate ./uapi` (with docs/datasheet.md,
 which explains every rule, and uapi/dimmnet.h, the same numbers in C); do
@@ -6,7 +6,7 @@ not edit. Names are the header's without its DIMMNET_ prefix.
 """
 
 MAGIC = 0x3154454E4D4D4944
-ABI_VERSION = 6
+ABI_VERSION = 7
 REGS_SIZE = 4096
 MIN_REGION_SIZE = 1048576
 PROCS_PER_NODE = 16
@@ -221,5 +221,6 @@ VIO_READ_ONLY = 4
 VIO_NO_DOORBELL = 5
 VIO_SLOT_OVERRUN = 6
 VIO_AMT_CHANGED = 7
-NUM_VIOLATION_KINDS = 8
-VIOLATION_NAMES = {1: "DESC_CHANGED", 2: "STATUS_HEAD", 3: "AMT_HEAD", 4: "READ_ONLY", 5: "NO_DOORBELL", 6: "SLOT_OVERRUN", 7: "AMT_CHANGED"}
+VIO_SKIPPED_INDEX = 8
+NUM_VIOLATION_KINDS = 9
+VIOLATION_NAMES = {1: "DESC_CHANGED", 2: "STATUS_HEAD", 3: "AMT_HEAD", 4: "READ_ONLY", 5: "NO_DOORBELL", 6: "SLOT_OVERRUN", 7: "AMT_CHANGED", 8: "SKIPPED_INDEX"}

@@ -20,7 +20,7 @@ import "fmt"
 const Magic uint64 = 0x3154454E4D4D4944
 
 // ABIVersion is bumped on every incompatible change of this package's layouts.
-const ABIVersion uint64 = 6
+const ABIVersion uint64 = 7
 
 // RegPageSize is the size of the register page at offset 0 of the region.
 const RegPageSize = 4096

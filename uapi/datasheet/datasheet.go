@@ -119,6 +119,7 @@ func Render() string {
 
 	p("\n## Violations (checked devices)\n\n")
 	p("A device made with --check (FEATURES bit CHECK) validates the driver's side of this datasheet. Each violation adds 1 to VIOLATIONS and, at most %d a second, is written into the violation log: %d entries of %d B at offset 0x%03X of the register page; violation n (from 1) is entry (n-1) mod %d. A checked device otherwise behaves exactly as an unchecked one.\n\n", uapi.ViolLogPerSecond, uapi.ViolLogEntries, uapi.ViolEntrySize, uapi.RegViolLog, uapi.ViolLogEntries)
+	p("How often a checked device looks, and so how briefly a wrong value can go unseen: it checks the driver's words (read-only registers, STATQ_HEAD, the AMT entries) at the start of every pass of its engine, continuously while it works. While it sleeps (DEV_SLEEP = 1) it looks only when it wakes: on a doorbell or a frame, at the latest when its timer fires, at least every 100 ms (every 50 µs while it waits for ring or status space; within about 2 ms while a missing doorbell is suspected). A wrong value put right again before the next look goes unseen. AMT entries that are not valid are looked at every 64th pass; a descriptor's words are compared when its command completes; a skipped index is looked for when the device falls asleep and at each timed wake-up.\n\n")
 	p("| off | field | meaning |\n|---|---|---|\n")
 	for _, f := range []struct {
 		off  int
