@@ -144,6 +144,13 @@ func exchange(t *testing.T, a, b link.Port) {
 		}
 		dst.Release(got)
 	}
+	// Read both ports dry, so their watchers arm again from an empty
+	// descriptor and a later test's first notify is for its own frames.
+	for _, p := range []link.Port{a, b} {
+		for f := p.Recv(); f != nil; f = p.Recv() {
+			p.Release(f)
+		}
+	}
 }
 
 func TestUDPExchange(t *testing.T) {
@@ -325,9 +332,14 @@ func testNotify(t *testing.T, a, b link.Port) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("round %d: no notify", round)
 		}
+		// Count from the notify the test saw, not from the round's start: a
+		// watcher woken by an earlier frame (one exchange read before the
+		// watcher ran, or the kernel's own) may notify once more before
+		// this round's, and that is not a notify per unread frame.
+		seen := n.Load()
 		time.Sleep(20 * time.Millisecond) // frames sit unread: no more notifies
-		if got := n.Load(); got != int32(round+1) {
-			t.Fatalf("round %d: %d notifies, want %d", round, got, round+1)
+		if got := n.Load(); got != seen {
+			t.Fatalf("round %d: %d notifies while its frames sat unread, want none", round, got-seen)
 		}
 		end := time.Now().Add(5 * time.Second)
 		for got := 0; got < 3; {
@@ -335,8 +347,8 @@ func testNotify(t *testing.T, a, b link.Port) {
 				t.Fatalf("round %d: %d of 3 frames", round, got)
 			}
 			if f := b.Recv(); f != nil {
-				if f[12] == 0x88 && f[13] == 0xb5 {
-					got++
+				if f[12] == 0x88 && f[13] == 0xb5 && bytes.HasPrefix(f[14:], []byte("wake up")) {
+					got++ // the test's own; anything else is a stray, read and let go
 				}
 				b.Release(f)
 			}
