@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/dimmnet/dimmnet/internal/provenance"
@@ -22,7 +24,7 @@ import (
 func traceCmd(args []string) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the records as JSON lines")
-	pcapFile := fs.String("pcap", "", "also write every frame the device sends and receives to this pcap file (the generated dissector decodes it)")
+	pcapFile := fs.String("pcap", "", "also write every frame the device sends and receives to this pcapng file, on an interface named after the node (the generated dissector decodes it)")
 	count := fs.Int("n", 0, "stop after this many records (0: until Ctrl-C or the daemon stops)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: dimmnet trace [flags] node<K>.sock (the default directory's) or DIR/node<K>.sock (or its .trace)")
@@ -71,7 +73,7 @@ func traceCmd(args []string) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 		if cw != nil && rec.Frame != nil {
-			cw.Record(rec.Frame)
+			cw.RecordOn(strings.TrimSuffix(filepath.Base(sock), ".sock"), rec.Frame)
 		}
 		rec.Frame = nil
 		if *asJSON {

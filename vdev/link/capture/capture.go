@@ -84,6 +84,12 @@ func (cw *Writer) interfaceOf(p link.Port) int {
 			name, desc = fmt.Sprintf("node%d", n), fmt.Sprintf("dimmnet device node %d (MAC %v)", n, mac)
 		}
 	}
+	return cw.named(name, desc)
+}
+
+// named returns the index of the interface called name, added with desc
+// if the capture has none yet.
+func (cw *Writer) named(name, desc string) int {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	if i, ok := cw.ifaces[name]; ok {
@@ -151,6 +157,13 @@ func (c *backlogPort) Backlog(dst [6]byte) (int, int64) { return c.b.Backlog(dst
 // Record writes one frame that did not pass a wrapped port (a trace's
 // frame, received from a daemon), stamped now.
 func (cw *Writer) Record(f []byte) { cw.record(0, f) }
+
+// RecordOn writes one frame that did not pass a wrapped port on the
+// interface called name (node<K> for a device whose frames arrive some
+// other way, such as its trace socket), stamped now.
+func (cw *Writer) RecordOn(name string, f []byte) {
+	cw.record(cw.named(name, "dimmnet device "+name), f)
+}
 
 // record writes one frame on interface iface, stamped now: taking the
 // time under the lock keeps timestamps in file order whichever port

@@ -50,6 +50,7 @@ func TestPcapngInterfacePerNode(t *testing.T) {
 	}
 	a.Release(a.Recv())
 	cw.Record(pushFrame(5, 6, 1, []byte{5}))
+	cw.RecordOn("node2", pushFrame(2, 1, 10, []byte{10})) // the same interface as node 2's port
 	if err := cw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestPcapngInterfacePerNode(t *testing.T) {
 		}
 		got = append(got, r.InterfaceName(ci)+":"+string(rune('0'+h.SrcNode)))
 	}
-	if want := "node1:1 node1:1 node1:1 node2:2 dimmnet:5"; strings.Join(got, " ") != want {
+	if want := "node1:1 node1:1 node1:1 node2:2 dimmnet:5 node2:2"; strings.Join(got, " ") != want {
 		t.Fatalf("frames by interface %q, want %q", strings.Join(got, " "), want)
 	}
 
@@ -88,7 +89,7 @@ func TestPcapngInterfacePerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := runTshark(t, tshark, dissector(t), "-r", path, "-T", "fields", "-e", "frame.interface_name", "-e", "dimmnet.src_node")
-	if s := strings.Join(strings.Fields(string(o)), " "); s != "node1 1 node1 1 node1 1 node2 2 dimmnet 5" {
+	if s := strings.Join(strings.Fields(string(o)), " "); s != "node1 1 node1 1 node1 1 node2 2 dimmnet 5 node2 2" {
 		t.Fatalf("tshark: interface and source per frame %q", s)
 	}
 }
