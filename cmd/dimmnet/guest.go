@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
@@ -32,6 +33,7 @@ const (
 	markAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
 	markIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
 	markStorm    = "DIMMNET-STORM"    // "N times in D": a storming guest's Doorbell stores
+	markDevice   = "DIMMNET-DEVICE"   // one JSON devinfo.Device: the guest's device as dimmnet devices lists it
 )
 
 // Raw region layout (the lab's ivshmem-plain device both guests map): one
@@ -152,6 +154,10 @@ func guestPingPong(args map[string]string) error {
 	t, err := driver.AttachPCI(bdfs[0]) // through VFIO when bound to vfio-pci
 	if err != nil {
 		return err
+	}
+	if dev, err := devinfo.Read(bdfs[0], t.Region()); err == nil {
+		b, _ := json.Marshal(dev)
+		fmt.Printf("%s %s\n", markDevice, b)
 	}
 	d, err := driver.Open(t)
 	if err != nil {
