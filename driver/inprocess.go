@@ -65,8 +65,8 @@ func (t *eventfdTransport) Close() error {
 // its region, its doorbell as a call, and its interrupt as a channel.
 type LocalDevice interface {
 	Region() []byte
-	// Ring wakes the device's engine.
-	Ring()
+	// Doorbell wakes the device's engine.
+	Doorbell()
 	// WatchInterrupt makes the device send on ch (room for one) when it
 	// interrupts a sleeping driver; stop undoes it.
 	WatchInterrupt(ch chan struct{}) (stop func())
@@ -111,7 +111,7 @@ type Runner interface {
 }
 
 func (t *localTransport) Kick() error {
-	t.dev.Ring()
+	t.dev.Doorbell()
 	return nil
 }
 

@@ -376,11 +376,16 @@ func TestDaemonBadClients(t *testing.T) {
 	a, b := attach(t, d.sock(0)), attach(t, d.sock(1))
 	goodPush(t, a, b, 1<<20, 5)
 	// a ping-pong pair killed mid-run does not disturb the daemon
+	joins := func() int { return strings.Count(d.stderr.String(), "client joined") }
+	joined := joins()
 	pp := exec.Command(dimmnet(t), "pingpong", "--attach", d.sock(0)+","+d.sock(1), "-q", "--max", "65536", "--iters", "100000")
 	if err := pp.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Kill it mid-run, not before it attached: on a busy machine a fixed
+	// sleep could end before the new process reached the daemon at all.
+	eventually(t, "the ping-pong's two clients to join", func() bool { return joins() >= joined+2 })
+	time.Sleep(100 * time.Millisecond)
 	before := departures()
 	pp.Process.Kill()
 	pp.Wait()

@@ -700,8 +700,9 @@ _Static_assert(sizeof(struct dimmnet_amt) == 32, "dimmnet_amt size");
 #define DIMMNET_E_BAD_AMT 8
 /* destination node unknown, or the device itself */
 #define DIMMNET_E_BAD_NODE 9
-/* the peer stopped acknowledging, or its link reported it gone (a process at
- * the other end of a shared-memory link exited) */
+/* the peer stopped acknowledging (on a link that reports gone peers itself,
+ * only that report counts), or its link reported it gone (a process at the
+ * other end of a shared-memory link exited) */
 #define DIMMNET_E_UNREACHABLE 10
 /* READ_DONE: new head outside [head, tail], or the ring is not in device-head
  * mode */
@@ -748,8 +749,10 @@ _Static_assert(sizeof(struct dimmnet_amt) == 32, "dimmnet_amt size");
  * device found it only when its sleep timed out, up to 100 ms later (INDEX:
  * the command; WHERE: its slot's SEQ word; EXPECTED: the DOORBELLS count a
  * ring would have made, the count when the device fell asleep + 1; GOT:
- * DOORBELLS as it was, unmoved; a doorbell within 2 ms of the device finding
- * it is a legitimate race, not reported) (datasheet: Publishing a command) */
+ * DOORBELLS as it was, unmoved). Reported once the driver has run on without
+ * ringing, i.e. published the next command or moved STATQ_HEAD at least 2 ms
+ * after the device found it; a doorbell rung before that is a late one, a
+ * legitimate race, not reported (datasheet: Publishing a command) */
 #define DIMMNET_VIO_NO_DOORBELL 5
 /* a command slot was published for a later lap (SEQ = index + 1 +
  * k*CMDQ_ENTRIES) before the device took the command at its index: the driver

@@ -44,7 +44,7 @@ var ErrnoDocs = [NumErrnos]string{
 	"IPUSH: the receiver's AMT Address Table has no entry for the sender (refused there)",
 	"AMT index out of range, or the entry is invalid or malformed",
 	"destination node unknown, or the device itself",
-	"the peer stopped acknowledging, or its link reported it gone (a process at the other end of a shared-memory link exited)",
+	"the peer stopped acknowledging (on a link that reports gone peers itself, only that report counts), or its link reported it gone (a process at the other end of a shared-memory link exited)",
 	"READ_DONE: new head outside [head, tail], or the ring is not in device-head mode",
 	"IPUSH: message larger than the ring can ever hold",
 	"TAGGED PUSH into a link page frame that belongs to another LMMC port (refused there and counted MISPLACED)",

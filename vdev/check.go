@@ -50,6 +50,7 @@ type checker struct {
 	suspIdx   uint64
 	suspAt    int64
 	suspPolls uint64 // polls when the suspicion began
+	suspStat  uint64 // STATQ_HEAD when the suspicion began (see movedOn)
 
 	overrunAt uint64 // the command index last reported overrun, plus 1
 
@@ -147,9 +148,12 @@ func (c *checker) pass() {
 			c.amtEntry(i)
 		}
 	}
-	if c.suspect && d.now()-c.suspAt > doorbellGrace {
-		c.suspect = false
-		if d.r.Load64(uapi.CtrDoorbells.Off()) == c.bells && c.polls.Load() == c.suspPolls {
+	if c.suspect {
+		switch {
+		case d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells || c.polls.Load() != c.suspPolls:
+			c.suspect = false // it rang, or ran the device: late, not missing
+		case d.now()-c.suspAt > doorbellGrace && c.movedOn():
+			c.suspect = false
 			c.report(uapi.Violation{Kind: uapi.VioNoDoorbell, Index: c.suspIdx,
 				Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.bells + 1, Got: c.bells})
 		}
@@ -286,6 +290,16 @@ func (c *checker) skipped() {
 	}
 }
 
+// movedOn reports that the driver suspected of a missing doorbell has run
+// on since it published the command: it published the next one or took a
+// status. Only then is the doorbell missing rather than late: a driver
+// descheduled between its publish and its doorbell (for far longer than
+// doorbellGrace when the host is busy) rings when it runs again, and was
+// reported NO_DOORBELL under load when the grace alone decided.
+func (c *checker) movedOn() bool {
+	return c.published(c.suspIdx+1) || c.d.r.Load64(uapi.RegStatqHead) != c.suspStat
+}
+
 // sleeping notes that the engine falls asleep on the device (DEV_SLEEP is
 // 1 and it has looked at the queue once more).
 func (c *checker) sleeping() {
@@ -309,6 +323,7 @@ func (c *checker) timerWoke() {
 		return
 	}
 	c.suspect, c.suspIdx, c.suspAt, c.suspPolls = true, idx, c.d.now(), c.polls.Load()
+	c.suspStat = c.d.r.Load64(uapi.RegStatqHead)
 }
 
 // driverPolled notes that a driver in this process ran the device, or

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -105,12 +104,14 @@ type Device struct {
 	irqMu     sync.Mutex             // guards irqs; held while signalling, so a removed fd is never written
 	irqs      []int                  // every interrupt eventfd to signal (irq, plus attached clients')
 	irqChans  []chan struct{}        // in-process drivers' interrupts (WatchInterrupt), guarded by irqMu
-	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Ring)
+	wake      atomic.Pointer[func()] // the engine's wake-up, for an in-process doorbell (Doorbell)
 
 	port    link.Port
-	vec     link.VectorSender // the port gathers payloads from link memory; nil: copy into the frame
-	backlog link.Backlogger   // the port queues frames to send later; nil: sent when Send returns
-	parker  link.Parker       // the port's peers signal it only while the engine sleeps
+	vec     link.VectorSender    // the port gathers payloads from link memory; nil: copy into the frame
+	inPlace link.InPlaceReceiver // the port lends received payloads where they lie; nil: Recv copies
+	backlog link.Backlogger      // the port queues frames to send later; nil: sent when Send returns
+	parker  link.Parker          // the port's peers signal it only while the engine sleeps
+	peeker  link.Peeker          // the port tells whether a frame waits; nil: it cannot (never sleep on it)
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
 	peerSet                     link.PeerSet           // the port vouches for its senders; nil: strangers are bounded here
@@ -169,7 +170,7 @@ type Device struct {
 	eng       *Engine   // the engine serving it, told when it fails
 	portClose sync.Once // the engine closes a failed device's port, Close the others'
 	portErr   error
-	failure   atomic.Pointer[error] // why a fault in its region failed it (fault.go)
+	failure   atomic.Pointer[error] // why a fault in its region failed it (regionfault.go)
 }
 
 // New creates a device and its region. Attach a port and add it to an
@@ -291,24 +292,27 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
+	d.peeker, _ = p.(link.Peeker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
 	d.peerSet = link.VouchesFor(p)
 	d.screener, _ = p.(link.Screener)
-	if c, ok := p.(interface{ Dropped() uint64 }); ok {
+	if c, ok := p.(link.DropCounter); ok {
 		d.linkRxDropped = c.Dropped
 	}
-	if c, ok := p.(interface{ TxErrors() uint64 }); ok {
+	if c, ok := p.(link.TxErrorCounter); ok {
 		d.linkTxErrors = c.TxErrors
 	}
-	if l, ok := p.(interface{ Lossless() bool }); ok && l.Lossless() {
+	if l, ok := p.(link.LosslessMedium); ok && l.Lossless() {
 		d.tcfg.RTOFloor = transport.LosslessRTO
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)
+		d.tcfg.PeerWatched = true // the port names a peer gone; timeouts need not guess
 	}
-	if c, ok := p.(interface{ NeedsCRC() bool }); ok {
+	if c, ok := p.(link.ChecksumNeeder); ok {
 		d.crc = c.NeedsCRC()
 	}
 	mp := uint32(p.MTU()-wire.FrameOverhead) &^ 7
@@ -354,9 +358,13 @@ func (d *Device) mirrorScreen() {
 // processes of this host (the shared-memory link): a driver spinning on
 // one of the host's cores then holds a core those processes need.
 func (d *Device) RemotePeers() bool {
-	c, ok := d.port.(interface{ CrossProcess() bool })
+	c, ok := d.port.(link.CrossProcessMedium)
 	return ok && c.CrossProcess()
 }
+
+// Geometry is the layout the device was built with (its own copy: reading
+// it touches no region).
+func (d *Device) Geometry() uapi.Geometry { return d.g }
 
 // Node is the device's node id.
 func (d *Device) Node() uint16 { return d.node }
@@ -392,11 +400,11 @@ func (d *Device) AddInterrupt(fd int) {
 	d.irqs = append(d.irqs, fd)
 }
 
-// Ring is an in-process driver's doorbell: it wakes the device's engine
+// Doorbell is an in-process driver's doorbell: it wakes the device's engine
 // directly. An eventfd is heard only when the Go runtime polls its
 // descriptors, which, while every core runs a spinning goroutine, is the
 // system monitor's look every 10 ms.
-func (d *Device) Ring() {
+func (d *Device) Doorbell() {
 	d.count(uapi.CtrDoorbells, 1)
 	if t := d.tracer.Load(); t != nil {
 		t.emit(d, Event{Kind: EvDoorbell})
@@ -409,7 +417,7 @@ func (d *Device) Ring() {
 // WatchInterrupt makes the device signal ch too (without blocking: give it
 // room for one) whenever it interrupts a sleeping driver, for a driver in
 // this process, which a channel wakes at once where an eventfd waits for
-// the runtime poller (see Ring). stop undoes it; the device will not send
+// the runtime poller (see Doorbell). stop undoes it; the device will not send
 // on ch once stop returns.
 func (d *Device) WatchInterrupt(ch chan struct{}) (stop func()) {
 	d.irqMu.Lock()
@@ -525,81 +533,6 @@ func (d *Device) serviceAMTAT() bool {
 	return true
 }
 
-// postStatus publishes a status entry; false when the ring is full.
-func (d *Device) postStatus(s *uapi.Status) bool {
-	if !d.statusRoom(1) {
-		d.noteStatusFull()
-		return false
-	}
-	d.statFull = false
-	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
-	d.r.WriteStatus(slot, s)
-	if t := d.tracer.Load(); t != nil {
-		t.emit(d, Event{Kind: EvStatus, Status: *s})
-	}
-	d.statTail++
-	d.r.Store64(uapi.RegStatqTail, d.statTail)
-	d.count(uapi.CtrStatusWritten, 1)
-	d.irqWanted = true
-	return true
-}
-
-// noteStatusFull counts a stall on a full status ring, once per stall.
-func (d *Device) noteStatusFull() {
-	if !d.statFull {
-		d.statFull = true
-		d.count(uapi.CtrStatusFullStalls, 1)
-	}
-}
-
-// statusRoom reports whether n more status entries fit now.
-// The driver's head is re-read only when the cached copy says full: that
-// load pulls a line the driver writes, a cache-line transfer per status.
-func (d *Device) statusRoom(n uint64) bool {
-	if d.statTail+n-d.statHead <= d.g.StatqEntries {
-		return true
-	}
-	h := d.r.Load64(uapi.RegStatqHead)
-	if h-d.statHead > d.statTail-d.statHead { // a driver published a head beyond the tail
-		return false
-	}
-	d.statHead = h
-	return d.statTail+n-d.statHead <= d.g.StatqEntries
-}
-
-// interrupt wakes a driver that said it sleeps.
-func (d *Device) interrupt() {
-	d.irqWanted = false
-	if d.r.Load64(uapi.RegDrvWait) != 0 {
-		d.r.Add64(uapi.RegInterrupts, 1)
-		if t := d.tracer.Load(); t != nil {
-			t.emit(d, Event{Kind: EvInterrupt})
-		}
-		d.irqMu.Lock() // the slow path: only a sleeping driver pays for it
-		for _, fd := range d.irqs {
-			eventfd.Signal(fd)
-		}
-		woke := false
-		for _, ch := range d.irqChans {
-			select {
-			case ch <- struct{}{}:
-				woke = true
-			default: // already signalled: the driver has not looked yet
-			}
-		}
-		d.irqMu.Unlock()
-		if woke {
-			// The woken driver waits on this core's run queue until the
-			// engine yields; yield now (measured: RTT/2 p50 73 us -> 18 us
-			// when drivers always sleep; eventfd wake-ups 31 us).
-			runtime.Gosched()
-		}
-	}
-}
-
-// setError records a failed command in the ERROR register and counters.
-func (d *Device) setError(op uapi.Opcode, idx uint64, e uapi.Errno) {
-	d.r.Store64(uapi.RegError, uint64(e)|uint64(op)<<16|(idx&0xffffffff)<<32)
-	d.r.Add64(uapi.RegErrorCount, 1)
-	d.count(uapi.CtrCmdErrors, 1)
+func (d *Device) inLinkMem(addr uint64, n uint32) bool {
+	return addr <= d.g.LinkMemSize && uint64(n) <= d.g.LinkMemSize-addr
 }

@@ -41,8 +41,8 @@ type Engine struct {
 	done     chan struct{}
 	once     sync.Once
 
-	failures atomic.Uint64                        // devices failed so far (fault.go)
-	onFault  atomic.Pointer[func(*Device, error)] // told of each failed device
+	failures      atomic.Uint64                        // devices failed so far (regionfault.go)
+	onRegionFault atomic.Pointer[func(*Device, error)] // told of each failed device
 }
 
 // NewEngine makes an engine for devs; each must have a port attached.
@@ -153,10 +153,10 @@ func (e *Engine) run() {
 			wg.Add(1)
 			go func(d *Device, w *eventfd.FD) { // doorbell -> wake channel, parked in the runtime poller
 				defer wg.Done()
-				debug.SetPanicOnFault(true) // counting touches the region (fault.go)
+				debug.SetPanicOnFault(true) // counting touches the region (regionfault.go)
 				defer func() {
 					if r := recover(); r != nil {
-						err := d.faultAt(r)
+						err := d.regionFaultAt(r)
 						if err == nil {
 							panic(r)
 						}
@@ -176,7 +176,7 @@ func (e *Engine) run() {
 			}(d, w)
 		}
 	}
-	debug.SetPanicOnFault(true) // a device's region may be shrunk under us (fault.go)
+	debug.SetPanicOnFault(true) // a device's region may be shrunk under us (regionfault.go)
 	seen := uint64(0)
 	for !e.stop.Load() {
 		if f := e.failures.Load(); f != seen {
@@ -188,10 +188,10 @@ func (e *Engine) run() {
 }
 
 // loop runs the engine's passes until Stop, or until a fault in a
-// device's region breaks one off (recoverFault fails that device; run
+// device's region breaks one off (recoverRegionFault fails that device; run
 // drops it and starts loop again for the others).
 func (e *Engine) loop() {
-	defer e.recoverFault()
+	defer e.recoverRegionFault()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	seen := e.failures.Load()
@@ -362,8 +362,8 @@ func (d *Device) checkSleep(timedOut bool) {
 
 // portReady peeks whether a frame waits, without taking it.
 func (d *Device) portReady() bool {
-	if r, ok := d.port.(interface{ Pending() bool }); ok {
-		return r.Pending()
+	if d.peeker != nil {
+		return d.peeker.Pending()
 	}
 	return true // cannot tell: do not sleep
 }

@@ -188,7 +188,7 @@ func serveCmd(args []string) error {
 	byNode := map[uint16]*ivshmem.Server{}
 	// A client that shrinks a file region fails that device only: its
 	// clients are told the device left, the others serve on.
-	local.Engine.SetFaultHandler(func(d *vdev.Device, err error) {
+	local.Engine.SetRegionFaultHandler(func(d *vdev.Device, err error) {
 		log.Error("device failed: a client resized its region; its clients are told it left, the other devices keep serving", "node", d.Node(), "err", err)
 		serversMu.Lock()
 		s := byNode[d.Node()]

@@ -44,47 +44,6 @@ type Port interface {
 	Close() error
 }
 
-// VectorSender is a Port that sends a frame given as its head (built in a
-// port Buffer) and a payload left where it lies, gathered by the kernel in
-// the same system call, so a large payload is copied once instead of twice.
-// SendVec takes ownership of head unless it returns an error, as Send does.
-// It reads payload during the call, or, on a port that is also a
-// Backlogger, until the frame has left: the device gathers a command's
-// first send of a packet, from a buffer the driver keeps stable until the
-// command completes, which takes that packet's ACK (resends are copied),
-// and a PULL response only on a port that reads it during the call and
-// checksums nothing (the memory it reads may change under it).
-type VectorSender interface {
-	SendVec(head, payload []byte) error
-}
-
-// InPlaceReceiver is a Port that can leave a received frame's payload
-// where the medium put it (a shared-memory slot), so a receiver that
-// copies the payload out anyway, into link memory, reads it once instead
-// of copying it into a frame buffer first and out of it again.
-type InPlaceReceiver interface {
-	// RecvInPlace returns the next frame, or a nil head when none waits:
-	// head is its first n bytes (all of it when shorter) copied into a
-	// port buffer the caller owns until Release, and rest the bytes after
-	// them, still in the medium. rest is read-only and the sender may
-	// still write it: read each byte of it at most once and check nothing
-	// in it. It stays readable until Done, which the caller calls before
-	// it receives again.
-	RecvInPlace(n int) (head, rest []byte)
-	// Done gives the medium back the memory of the last rest.
-	Done()
-}
-
-// Backlogger is a Port that queues frames and sends them on its own
-// goroutine (a NIC's transmit ring). Backlog reports, for the station dst,
-// how many accepted frames have not reached the medium yet and when the
-// port last put one of them there (monotonic ns; 0: never). A packet still
-// queued is not lost, and one that left late was not sent when queued: the
-// device's retransmission timer counts from the later of the two.
-type Backlogger interface {
-	Backlog(dst [6]byte) (queued int, lastSent int64)
-}
-
 // Hub is the in-memory medium: a learning-free switch that delivers a frame
 // to the port whose MAC is the frame's destination (all others for
 // broadcast). Frames pass by reference: one copy into the frame, one out.
@@ -231,29 +190,6 @@ func (p *hubPort) Close() error {
 	return nil
 }
 
-// PeerSet is a Port that knows which stations may send on it (the UDP
-// port's peers file, a keyed port's authenticated sessions): the device
-// drops a frame from any other station before it keeps anything of it,
-// so strangers cost no per-peer state. A port that cannot tell (a shared
-// Ethernet segment without a key) is not a PeerSet; the device bounds
-// what it keeps for such senders instead.
-type PeerSet interface {
-	KnowsPeer(mac [6]byte) bool
-	// Vouches reports whether KnowsPeer is to be believed: a wrapper
-	// (faults, a capture) has the method whatever it wraps, and says here
-	// whether the port under it can tell.
-	Vouches() bool
-}
-
-// VouchesFor is p as a PeerSet that can tell its senders, or nil: what a
-// wrapper forwards.
-func VouchesFor(p Port) PeerSet {
-	if s, ok := p.(PeerSet); ok && s.Vouches() {
-		return s
-	}
-	return nil
-}
-
 // ScreenCounts are the frames a port refused for their sender before the
 // device saw them, mirrored into the device's counters of the same names.
 type ScreenCounts struct {
@@ -268,11 +204,6 @@ type ScreenCounts struct {
 func (c ScreenCounts) Add(o ScreenCounts) ScreenCounts {
 	return ScreenCounts{c.UnknownPeer + o.UnknownPeer, c.Spoofed + o.Spoofed, c.AuthFail + o.AuthFail,
 		c.AuthReplay + o.AuthReplay, c.AuthSessions + o.AuthSessions}
-}
-
-// Screener is a Port that refuses frames for who sent them and counts it.
-type Screener interface {
-	Screened() ScreenCounts
 }
 
 // Vouches is true: a frame on the hub comes from an attached port.

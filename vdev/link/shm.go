@@ -31,20 +31,6 @@ var ErrNodeInUse = errors.New("link: node id held by another process")
 // commands for it at once, as UNREACHABLE.
 var ErrPeerDown = errors.New("link: peer down")
 
-// PeerWatcher is a Port that learns at once when a station on its medium
-// goes away, so the device fails the commands for it without waiting for
-// its retransmission timeouts. fn runs on the port's own goroutine.
-type PeerWatcher interface {
-	SetPeerDown(fn func(mac [6]byte))
-}
-
-// Parker is a Port whose peers wake its owner with a signal only while it
-// says it sleeps: the engine calls Park(true) before it sleeps (then looks
-// at Pending once more) and Park(false) when it polls again.
-type Parker interface {
-	Park(sleeping bool)
-}
-
 const (
 	shmHelloMagic   = 0x48534e44 // "DNSH"
 	shmHelloVersion = 1

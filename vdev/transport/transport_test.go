@@ -324,3 +324,37 @@ func TestNacksAcknowledgeNothing(t *testing.T) {
 		t.Fatalf("a retry acknowledged through %d", tx.Acked())
 	}
 }
+
+// On a medium that reports a gone peer itself, timeouts go on resending
+// and backing off but never end the session: a peer starved of CPU is
+// slow, and the medium says when it is dead.
+func TestPeerWatchedTimeoutsNeverUnreachable(t *testing.T) {
+	var b Book
+	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, PeerWatched: true}, &b, 7)
+	sendN(tx, 2, 0)
+	pass := uint64(100)
+	timeouts := 0
+	for range 10 {
+		now := tx.Deadline()
+		var last Expiry
+		for p := range GracePasses + 1 {
+			last = tx.Expire(now, pass+uint64(p))
+		}
+		pass += 10_000
+		if last == Unreachable {
+			t.Fatalf("timeout %d on a watched medium ended the session", timeouts+1)
+		}
+		if last == TimedOut {
+			timeouts++
+		}
+		if got := resent(tx, now); !eq(got, []uint32{1, 2}) {
+			t.Fatalf("timeout %d resent %v, want [1 2]", timeouts, got)
+		}
+	}
+	if timeouts != 10 {
+		t.Fatalf("%d timeouts in 10 expiries", timeouts)
+	}
+	if tx.RTO() != MaxBackoff {
+		t.Fatalf("interval %d after 10 timeouts, want the cap %d", tx.RTO(), MaxBackoff)
+	}
+}

@@ -44,6 +44,12 @@ type Config struct {
 	// one, but one whose hold never ends (or a stranger repeating hold
 	// ACKs) must not keep a command queue frozen for good.
 	HoldLimit int64
+	// PeerWatched says the medium itself reports a peer that is gone (the
+	// shared-memory link sees its process exit): silence from a peer is
+	// then a slow peer, never a dead one, and timeouts alone do not end
+	// the session. On a busy host a rank starved of CPU for the 2.6 s that
+	// MaxTimeouts spans was declared UNREACHABLE while alive.
+	PeerWatched bool
 }
 
 // Book counts, across every peer of a device, the work the engine must
@@ -337,7 +343,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	if t.heldSince != 0 && t.cfg.HoldLimit > 0 && now-t.heldSince >= t.cfg.HoldLimit {
 		return HoldExpired
 	}
-	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts {
+	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts && !t.cfg.PeerWatched {
 		return Unreachable
 	}
 	t.backoff = min(2*t.RTO(), MaxBackoff)
@@ -361,7 +367,7 @@ func (t *Tx) Blocked(now int64) Expiry {
 		return Waiting
 	}
 	t.blockedAt = now
-	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts {
+	if t.timeouts++; t.timeouts >= t.cfg.MaxTimeouts && !t.cfg.PeerWatched {
 		return Unreachable
 	}
 	t.backoff = min(2*t.RTO(), MaxBackoff)

@@ -1,5 +1,7 @@
 package vdev
 
+// The responder: when its ACKs leave (on the reply, at a burst's end).
+
 import (
 	"testing"
 

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-
-	"github.com/dimmnet/dimmnet/uapi"
 )
 
-// Faults in a region. A daemon hands every client its device's region
+// Region faults: a SIGBUS on a device's region. ("Fault" in this package
+// means this and nothing else; faults injected into a link are the link's
+// impairments, and LMMC's page faults are the driver's.) A daemon hands every client its device's region
 // read-write; a region that is a file (serve --shm-dir) cannot be sealed,
 // so a client may shrink it, and the device's next touch of a lost page is
 // a SIGBUS. Every goroutine of this package that touches regions runs with
@@ -52,10 +52,10 @@ func (d *Device) markFailed(err error) {
 	}
 }
 
-// faultAt returns the failure a recovered panic value r means for d: an
+// regionFaultAt returns the failure a recovered panic value r means for d: an
 // error wrapping ErrRegionFault if r is a memory fault in d's region, nil
 // for anything else.
-func (d *Device) faultAt(r any) error {
+func (d *Device) regionFaultAt(r any) error {
 	f, ok := r.(interface{ Addr() uintptr })
 	if !ok || d.shm == nil || !d.shm.Contains(f.Addr()) {
 		return nil
@@ -78,7 +78,7 @@ func (d *Device) guard(f func()) (err error) {
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
-			if err = d.faultAt(r); err == nil {
+			if err = d.regionFaultAt(r); err == nil {
 				panic(r)
 			}
 			d.markFailed(err)
@@ -88,25 +88,21 @@ func (d *Device) guard(f func()) (err error) {
 	return nil
 }
 
-// Geometry is the layout the device was built with (its own copy: reading
-// it touches no region).
-func (d *Device) Geometry() uapi.Geometry { return d.g }
-
-// SetFaultHandler makes the engine call f, on its own goroutine and once
+// SetRegionFaultHandler makes the engine call f, on its own goroutine and once
 // per device, when a fault in a device's region fails it: the daemon logs
 // it and tells the device's clients. f must not block.
-func (e *Engine) SetFaultHandler(f func(d *Device, err error)) { e.onFault.Store(&f) }
+func (e *Engine) SetRegionFaultHandler(f func(d *Device, err error)) { e.onRegionFault.Store(&f) }
 
-// recoverFault ends an engine pass a fault in a device's region broke
+// recoverRegionFault ends an engine pass a fault in a device's region broke
 // off: the device is failed (the next pass drops it) and the engine goes
 // on. Anything else is re-raised.
-func (e *Engine) recoverFault() {
+func (e *Engine) recoverRegionFault() {
 	r := recover()
 	if r == nil {
 		return
 	}
 	for _, d := range e.devs {
-		if err := d.faultAt(r); err != nil {
+		if err := d.regionFaultAt(r); err != nil {
 			d.markFailed(err)
 			e.sleeping.Store(false)
 			return
@@ -125,7 +121,7 @@ func (e *Engine) prune() {
 			kept = append(kept, d)
 			continue
 		}
-		if f := e.onFault.Load(); f != nil {
+		if f := e.onRegionFault.Load(); f != nil {
 			(*f)(d, err)
 		}
 		d.closePort() // frames for it are refused from now on, not queued

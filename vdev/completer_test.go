@@ -1,5 +1,8 @@
 package vdev
 
+// The completer: every command completes once, in order, whatever its
+// peer does (fails, dies, stops answering its PULLs).
+
 import (
 	"testing"
 	"time"
@@ -55,7 +58,7 @@ func (p *poster) post(desc uapi.Desc) uint64 {
 	idx := p.next
 	p.next++
 	p.d.r.WriteDesc(p.d.g.CmdqOff+(idx&(p.d.g.CmdqEntries-1))*uapi.DescSize, &desc, idx)
-	p.d.Ring()
+	p.d.Doorbell()
 	return idx
 }
 
@@ -175,5 +178,32 @@ func TestFenceOrdersEveryDestination(t *testing.T) {
 	got := pa.statuses(t, 4, 30*time.Second)
 	if got[2].Cookie != 3 || got[3].Cookie != 4 {
 		t.Fatalf("statuses %v: want both PUSHes, then the FENCE, then the PUSH after it", got)
+	}
+}
+
+// A responder that gives up its session to the requester drops the PULL
+// responses it owed; with nothing more to send it never starts the new
+// session that would tell the requester. The requester's own guard on a
+// PULL whose request was acknowledged fails it UNREACHABLE after the
+// transport's give-up rules, once (it waited for ever; fuzz corpus
+// aa07fc9c2694167b).
+func TestOrphanedPullFailsUnreachable(t *testing.T) {
+	ops := []pfScript{pfScript{}.pull(0, 6, 0, 2), pfScript{}.step(0, 1), pfScript{}.step(1, 1), pfScript{}.step(0, 1)}
+	for i := range 6 {
+		ops = append(ops, pfScript{}.advance(byte(3+i)), pfScript{}.step(1, 6), pfScript{}.step(0, 2))
+	}
+	r, n := playDropping(t, ops, func(dir int, h *wire.Header) bool { return dir == 1 && h.Type == wire.TypePullResp })
+	if n == 0 {
+		t.Fatal("no PULL response was sent")
+	}
+	c := r.cmds[0][0]
+	if c.stats != 1 || c.err != uapi.EUnreachable {
+		t.Fatalf("the PULL ended %v after %d statuses, want UNREACHABLE once", c.err, c.stats)
+	}
+	if got := r.dev[1].r.Counter(uapi.CtrTimeouts); got < uint64(r.dev[1].cfg.MaxTimeouts) {
+		t.Fatalf("node 2 counted %d timeouts: it never gave up its session", got)
+	}
+	if p := r.dev[0].peers[2]; p.pullDeadline != 0 || len(p.pulls) != 0 {
+		t.Fatalf("node 1 still guards %d PULLs (deadline %d)", len(p.pulls), p.pullDeadline)
 	}
 }

@@ -1,5 +1,7 @@
 package vdev
 
+// Run to completion (drive.go): the send-only pass a post runs.
+
 import (
 	"testing"
 

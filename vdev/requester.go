@@ -1,9 +1,25 @@
 package vdev
 
+// The requester (the role of rxe_req.c in Linux's software RDMA NIC): the
+// sending half of the command engine. It takes descriptors from the command
+// queue (intake, take, execute: local commands run at once, remote ones join
+// their destination peer's queue in posting order), cuts each remote command
+// into packets within its peer's window (advance, transmit), and resends
+// what the transport marks lost (retransmit, expire). What becomes of a
+// command once its packets are acknowledged is the completer's
+// (completer.go); data a remote PULL asked for is sent by the responder
+// (serveResponses).
+//
+// Where a PUSH or IPUSH leaves: advance builds each packet's record
+// (sentPkt) and transmit encodes it and hands it to send (peer.go), which
+// adds the piggybacked ACK and gives the frame to the port. A faster way
+// out for small messages on a lossless, in-order medium
+// (link.LosslessMedium) branches in advance, before the window's
+// bookkeeping, and must leave the same numbered packets behind it.
+
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -34,30 +50,14 @@ type job struct {
 	pulled    uint32 // PULL: bytes landed
 }
 
-// respJob sends the data a remote PULL asked for.
-type respJob struct {
-	msgID     uint32
-	src       uint64 // local link address read
-	dst       uint64 // requester's link address
-	n, off    uint32
-	srcProc   uint32
-	lastSeq   uint32
-	unordered bool
-	val       []byte // a remote atomic's old value, sent instead of link memory
-}
-
 func seqLE(a, b uint32) bool { return int32(a-b) <= 0 }
 
 // pollCommands posts held completions, takes descriptors into their
 // destinations' queues and advances every destination. It reports work.
 func (d *Device) pollCommands() bool {
-	busy := false
-	for len(d.compQ) > 0 { // completions wait for status room, in order
-		if !d.postStatus(&d.compQ[0]) {
-			return busy
-		}
-		d.compQ = d.compQ[1:]
-		busy = true
+	busy, held := d.flushCompletions()
+	if held {
+		return busy // nothing new is taken while completions wait
 	}
 	if d.fence != nil && d.inflight == 0 {
 		d.done(&d.fence.desc, d.fence.idx)
@@ -168,86 +168,6 @@ func (d *Device) takeAhead() bool {
 	}
 	d.cmdAhead.next = i
 	return busy
-}
-
-// fail completes a command with an error status naming it and the reason.
-func (d *Device) fail(desc *uapi.Desc, idx uint64, e uapi.Errno) {
-	if d.chk != nil {
-		d.chk.desc(desc, idx)
-	}
-	d.setError(desc.Opcode, idx, e)
-	d.complete(&uapi.Status{Type: uapi.StError, Opcode: desc.Opcode, Err: e, End: idx, Cookie: desc.Cookie,
-		SrcNode: d.node, SrcProc: desc.SrcProc})
-}
-
-func (d *Device) complete(s *uapi.Status) {
-	if len(d.compQ) > 0 || !d.postStatus(s) {
-		d.compQ = append(d.compQ, *s)
-	}
-}
-
-func (d *Device) done(desc *uapi.Desc, idx uint64) {
-	if d.chk != nil {
-		d.chk.desc(desc, idx)
-	}
-	if desc.Flags&uapi.FlagSignal != 0 {
-		d.complete(&uapi.Status{Type: uapi.StDone, Opcode: desc.Opcode, End: idx, Cookie: desc.Cookie,
-			SrcNode: d.node, SrcProc: desc.SrcProc, Length: desc.Length})
-	}
-}
-
-// finish completes a taken command exactly once: it leaves the flight
-// count, and its status (DONE when signalled, PULL_DONE, or ERROR) is
-// posted. unqueue:
-// also remove it from its destination's queue. A job whose packets may
-// still be resent (a PULL whose request is unacknowledged) is left to the
-// garbage collector instead of the free list.
-func (d *Device) finish(j *job, e uapi.Errno, unqueue bool) {
-	if j.finished {
-		return
-	}
-	j.finished = true
-	d.inflight--
-	p := j.peer
-	switch {
-	case e != uapi.EOK:
-		d.fail(&j.desc, j.idx, e)
-	case j.desc.Opcode.Reads(): // its data landed
-		if d.chk != nil {
-			d.chk.desc(&j.desc, j.idx)
-		}
-		var old uint64
-		if j.desc.Opcode.Atomic() {
-			old = binary.LittleEndian.Uint64(d.lm[j.desc.LocalAddr:])
-		}
-		d.complete(&uapi.Status{Type: uapi.StPULLDone, Opcode: j.desc.Opcode, SrcNode: p.node, SrcProc: j.desc.SrcProc,
-			MsgID: j.msgID, Length: j.desc.Length, Addr: j.desc.LocalAddr, End: j.idx, Cookie: j.desc.Cookie, Imm: old})
-	default:
-		d.done(&j.desc, j.idx)
-	}
-	if j.desc.Opcode.Reads() && len(p.pulls) == 0 {
-		d.unwatchPulls(p)
-	}
-	if unqueue {
-		if i := slices.Index(p.q, j); i >= 0 {
-			waiting := p.pkz < len(p.q)
-			p.q = slices.Delete(p.q, i, i+1)
-			if i < p.pkz {
-				p.pkz--
-			}
-			if waiting && p.pkz == len(p.q) {
-				d.sending--
-			}
-		}
-	}
-	if j.sentAll && seqLE(j.lastSeq, p.tx.Acked()) {
-		*j = job{}
-		d.freeJobs = append(d.freeJobs, j)
-	}
-}
-
-func (d *Device) inLinkMem(addr uint64, n uint32) bool {
-	return addr <= d.g.LinkMemSize && uint64(n) <= d.g.LinkMemSize-addr
 }
 
 // validate checks a descriptor before anything is sent.
@@ -466,77 +386,6 @@ func (d *Device) packetized(p *peer, lastSeq uint32) {
 	}
 }
 
-// refused records that p refused our packet seq for good, with e: its
-// command fails (once its packets in flight are acknowledged, so it is
-// posted after nothing of it can still arrive), and sends nothing more.
-func (d *Device) refused(p *peer, seq uint32, e uapi.Errno) {
-	i := int32(seq - p.tx.Acked() - 1)
-	if i < 0 || int(i) >= len(p.sent) || p.sent[i].j == nil {
-		return
-	}
-	j := p.sent[i].j
-	if j.err != uapi.EOK || j.finished {
-		return
-	}
-	j.err = e
-	if j.desc.Opcode.Reads() { // no data will come: complete now
-		delete(p.pulls, j.msgID)
-		d.finish(j, e, true)
-		return
-	}
-	if !j.sentAll && p.pkz < len(p.q) && p.q[p.pkz] == j {
-		d.packetized(p, p.tx.Next()-1) // stop it: its last packet is the last one sent
-	}
-}
-
-// retire drops what p's acknowledgement (from before to tx.Acked())
-// covered: the records of those packets, the commands whose every packet
-// is acknowledged (completed now, in posting order), and finished PULL
-// responses.
-func (d *Device) retire(p *peer, before uint32) {
-	acked := p.tx.Acked()
-	k := int(acked - before)
-	if k > len(p.sent) {
-		k = len(p.sent)
-	}
-	clear(p.sent[:k])
-	p.sent = p.sent[:copy(p.sent, p.sent[k:])]
-	// q[:pkz] was packetized in order, so its last sequence numbers rise
-	// along it: the commands this ACK completes are a prefix of it, apart
-	// from PULLs in it still waiting for their data, which stay. The scan
-	// stops at the first command not covered: an ACK costs what it
-	// retires, not what is queued behind it (up to MaxInflight commands,
-	// which a burst of posts keeps there).
-	w, done, i := 0, 0, 0
-	for ; i < p.pkz; i++ {
-		j := p.q[i]
-		if !seqLE(j.lastSeq, acked) {
-			break
-		}
-		if !j.desc.Opcode.Reads() {
-			d.finish(j, j.err, false)
-			done++
-			continue
-		}
-		p.q[w] = j
-		w++
-	}
-	if done > 0 {
-		n := copy(p.q[w:], p.q[i:])
-		clear(p.q[w+n:])
-		p.q = p.q[:w+n]
-		p.pkz -= done
-	}
-	for len(p.resp) > 0 && p.resp[0].off >= p.resp[0].n && seqLE(p.resp[0].lastSeq, acked) {
-		p.resp[0] = nil
-		p.resp = p.resp[1:]
-		d.respJobs--
-	}
-	if len(p.pulls) > 0 {
-		d.watchPulls(p) // a PULL request acknowledged: only p's responses complete it now
-	}
-}
-
 // transmit encodes and sends packet seq (first send or resend).
 func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq | e.flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Offset: e.off, Code: p.tx.Epoch()}
@@ -608,52 +457,61 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	return nil
 }
 
-// serveResponses sends PULL response data, per requester in order.
-func (d *Device) serveResponses() bool {
+// retransmit runs the retransmission timers that ran out and resends what
+// the transport marked (a gap the receiver reported, a timeout, a go-back
+// it asked for); a peer that stopped answering fails its commands with
+// UNREACHABLE.
+func (d *Device) retransmit(now int64) bool {
 	busy := false
 	for _, p := range d.peerList {
-		for i, r := range p.resp {
-			if r.off == 0 && r.n > 2*d.maxPayload {
-				r.unordered = true
-				for _, x := range p.resp[:i] {
-					if x.off < x.n || !seqLE(x.lastSeq, p.tx.Acked()) {
-						if overlaps(r.dst, r.n, x.dst, x.n) {
-							r.unordered = false
-						}
-					}
-				}
-			}
-			for r.off < r.n {
-				if !p.tx.Room() {
-					break
-				}
-				n := min(r.n-r.off, d.maxPayload)
-				e := sentPkt{typ: wire.TypePullResp, r: r, off: r.off, n: n, last: r.off+n >= r.n}
-				if r.unordered && r.off != 0 && !e.last {
-					e.flags = wire.FlagUnordered
-				}
-				seq := p.tx.Next()
-				if err := d.transmit(p, &e, seq, false); err != nil {
-					if errors.Is(err, link.ErrFull) {
-						d.blocked(p)
-						return busy
-					}
-					// No route to the requester: its responses can never
-					// leave, and retrying them every pass would keep an
-					// idle engine busy for good.
-					d.count(uapi.CtrOwedDropped, uint64(len(p.resp)))
-					d.failPeer(p, sendErrno(err))
-					return busy
-				}
-				p.tx.Sent(d.now())
-				p.sent = append(p.sent, e)
-				r.off += n
-				if e.last {
-					r.lastSeq = seq
-				}
-				busy = true
-			}
+		if p.pullDeadline != 0 && now >= p.pullDeadline {
+			busy = d.expirePulls(p, now) || busy
+		}
+		if p.tx.Due(now) {
+			d.expire(p, now)
+		}
+		if !p.tx.Resending() {
+			continue
+		}
+		n, err := p.tx.Resend(now, func(seq uint32) error {
+			return d.transmit(p, &p.sent[seq-p.tx.Acked()-1], seq, true)
+		})
+		total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack]
+		d.count(uapi.CtrRetransmits, uint64(total))
+		d.count(uapi.CtrRetxGap, uint64(n[transport.CauseGap]))
+		d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
+		busy = busy || total > 0
+		if err != nil && !errors.Is(err, link.ErrFull) {
+			d.failPeer(p, sendErrno(err))
 		}
 	}
 	return busy
+}
+
+// expire handles p's run-out timer.
+func (d *Device) expire(p *peer, now int64) {
+	if d.backlog != nil {
+		// A packet still in our own port's queue is not lost (resending
+		// it would queue it twice): look again after the timeout. A packet
+		// that left late is timed from when it left.
+		queued, last := d.backlog.Backlog([6]byte(wire.NodeMAC(p.node)))
+		if queued > 0 {
+			p.tx.Rearm(now + p.tx.RTO())
+			return
+		}
+		if at := last + p.tx.RTO(); at > now {
+			p.tx.Rearm(at)
+			return
+		}
+	}
+	switch p.tx.Expire(now, d.pass) {
+	case transport.TimedOut:
+		d.count(uapi.CtrTimeouts, 1)
+	case transport.Unreachable:
+		d.count(uapi.CtrTimeouts, 1)
+		d.failPeer(p, uapi.EUnreachable)
+	case transport.HoldExpired:
+		d.count(uapi.CtrHoldExpired, 1)
+		d.failPeer(p, uapi.EHoldLimit)
+	}
 }
