@@ -76,3 +76,34 @@ func TestLinkFile(t *testing.T) {
 		t.Error("unknown peers became known")
 	}
 }
+
+// A register page with any words in it is listed or refused by name,
+// never read outside the region.
+func FuzzRead(f *testing.F) {
+	l, err := vdev.NewLocal(vdev.Config{}, 0, 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer l.Close()
+	good := l.Devices[0].Region()
+	f.Add(uint16(uapi.RegCmdqOff), uint64(1<<40))
+	f.Add(uint16(uapi.RegLinkMemSize), uint64(1<<20))
+	f.Add(uint16(uapi.RegFeatures), ^uint64(0))
+	f.Add(uint16(uapi.RegMagic), uint64(0))
+	f.Fuzz(func(t *testing.T, off uint16, v uint64) {
+		r := make([]byte, len(good))
+		copy(r, good)
+		o := uint32(off) % uapi.RegPageSize &^ 7
+		uapi.Region(r).Store64(o, v)
+		d, err := Read("x", r)
+		if err != nil {
+			if !errors.Is(err, ErrNotDevice) {
+				t.Fatalf("word %#x = %#x: %v", o, v, err)
+			}
+			return
+		}
+		if d.RegionSize != uint64(len(r)) || d.Features == nil {
+			t.Fatalf("word %#x = %#x: listed %+v", o, v, d)
+		}
+	})
+}

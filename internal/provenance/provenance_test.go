@@ -85,3 +85,17 @@ func TestStamp(t *testing.T) {
 		t.Fatalf("encoder: %s %v", out.String(), err)
 	}
 }
+
+// Whatever /proc holds, the parsers return a value or an error, no panic,
+// and a load average parsed is three numbers from the text.
+func FuzzParsers(f *testing.F) {
+	f.Add("0.52 0.58 0.59 1/234 5678\n")
+	f.Add("model name\t: AMD EPYC\n")
+	f.Add(":::\n\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		parseCPUModel(strings.NewReader(s))
+		if la, err := parseLoadAverage(s); err == nil && len(strings.Fields(s)) < 3 {
+			t.Fatalf("%q parsed as %v", s, la)
+		}
+	})
+}
