@@ -96,9 +96,12 @@ static int recv_msg(int sock, int64_t *v, int *fd)
 	size_t got = 0;
 	*fd = -1;
 	while (got < sizeof buf) {
-		char ctl[CMSG_SPACE(sizeof(int))];
+		union { /* aligned for the cmsghdr it holds */
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctl;
 		struct iovec iov = {buf + got, sizeof buf - got};
-		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
 		ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR)
 			continue;
