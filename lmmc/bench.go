@@ -88,27 +88,38 @@ type benchNode struct {
 
 type msg struct{ src, dst, port int }
 
+// mapPorts maps node i's send and receive pages: its send port to node j
+// number p (0-based) is j*ports+p+1, at virtual page j*ports+p of its
+// sending process, and what node j sends it on its port p lands at the
+// same virtual page of its receiving process. Every node maps the same
+// way whether the nodes share a process or not.
+func (b *benchNode) mapPorts(i int, ids []uint16, ports int) error {
+	ps := b.n.PageSize()
+	for j := range ids {
+		if i == j {
+			continue
+		}
+		for p := range ports {
+			if err := b.snd.MapSend(uint64(j*ports+p)*ps, ids[j], uint16(j*ports+p+1)); err != nil {
+				return fmt.Errorf("lmmc bench: %w", err)
+			}
+			if err := b.rcv.MapRecv(uint64(j*ports+p)*ps, ids[j], uint16(i*ports+p+1)); err != nil {
+				return fmt.Errorf("lmmc bench: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // Bench runs pattern with ports ports per connection and frames receive
 // frames per connected node under policy, on real in-process devices, and
 // reports faults, page copies and write latencies. More ports than frames
 // make it page.
 func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchResult, error) {
-	if cfg.Rounds == 0 {
-		cfg.Rounds = 400
-	}
-	if cfg.Size == 0 {
-		cfg.Size = 64
-	}
-	if cfg.Nodes == 0 {
-		cfg.Nodes = 4
-	}
-	nodes := cfg.Nodes
-	if pattern == "pingpong" || pattern == "hot" || pattern == "paper" {
-		nodes = 2
-	}
+	cfg, nodes, err := benchShape(policy, pattern, ports, frames, cfg)
 	r := BenchResult{Policy: policy, Pattern: pattern, Ports: ports, Frames: frames, Nodes: nodes}
-	if ports < 1 || frames < 1 || cfg.Size < 8 || !slices.Contains(Patterns, pattern) || nodes < 2 {
-		return r, fmt.Errorf("lmmc bench %s/%s ports %d frames %d: %w", policy, pattern, ports, frames, ErrConfig)
+	if err != nil {
+		return r, err
 	}
 	ids := make([]uint16, nodes)
 	for i := range ids {
@@ -133,26 +144,15 @@ func Bench(policy, pattern string, ports, frames int, cfg BenchConfig) (BenchRes
 		bn[i] = &benchNode{n: n, snd: n.NewProcess("send"), rcv: n.NewProcess("recv")}
 	}
 	ps := bn[0].n.PageSize()
-	// Node i's send port to node j number p (0-based) is j*ports+p+1.
 	for i, b := range bn {
-		for j := range bn {
-			if i == j {
-				continue
-			}
-			for p := range ports {
-				if err := b.snd.MapSend(uint64(j*ports+p)*ps, ids[j], uint16(j*ports+p+1)); err != nil {
-					return r, fmt.Errorf("lmmc bench: %w", err)
-				}
-				if err := b.rcv.MapRecv(uint64(j*ports+p)*ps, ids[j], uint16(i*ports+p+1)); err != nil {
-					return r, fmt.Errorf("lmmc bench: %w", err)
-				}
-			}
+		if err := b.mapPorts(i, ids, ports); err != nil {
+			return r, err
 		}
 	}
 	if pattern == "paper" {
 		err = paper(&r, bn, ps)
 	} else {
-		err = runPattern(&r, bn, ps, schedule(pattern, nodes, ports, cfg.Rounds), cfg.Size, ports)
+		err = runPattern(&r, bn, schedule(pattern, nodes, ports, cfg.Rounds), cfg.Size, ports)
 	}
 	for _, b := range bn {
 		r.Misplaced += b.n.Driver().Counter(uapi.CtrMisplaced)
@@ -236,81 +236,93 @@ func schedule(pattern string, nodes, ports, rounds int) [][]msg {
 	return s
 }
 
-// runPattern runs the rounds: every node writes its messages of a round
-// (the last 8 bytes carry the round number), then polls until every
-// message addressed to it in that round has arrived.
-func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size, ports int) error {
-	type lat struct {
-		res, flt       time.Duration
-		nres, nflt     uint64
-		writes, faults uint64
-		flts           []time.Duration // every faulting write, for the median
+// NodeLat is one node's writes and their latencies in a pattern run, as
+// a node in its own process reports them (NodeReport).
+type NodeLat struct {
+	Res, Flt       time.Duration
+	NRes, NFlt     uint64
+	Writes, Faults uint64
+	Flts           []time.Duration // every faulting write, for the median
+}
+
+// nodeRounds is node me's part of the rounds: it writes its messages of a
+// round (the last 8 bytes carry the round number), then polls until every
+// message addressed to it in that round has arrived. A lost or misplaced
+// write never arrives, so it fails the run with ErrTimeout.
+func nodeRounds(me int, b *benchNode, sched [][]msg, size, ports int, L *NodeLat) error {
+	ps := b.n.PageSize()
+	buf := make([]byte, size)
+	got := make([]byte, 8)
+	var prev []int // ports written the round before last: consumed now
+	for round, ms := range sched {
+		var mine []int
+		for _, m := range ms {
+			if m.src != me {
+				continue
+			}
+			binary.LittleEndian.PutUint64(buf[size-8:], uint64(round+1))
+			f0 := b.n.Stats().Faults
+			t0 := time.Now()
+			if err := b.snd.Write(uint64(m.dst*ports+m.port)*ps, buf); err != nil {
+				return err
+			}
+			dt := time.Since(t0)
+			L.Writes++
+			if b.n.Stats().Faults != f0 {
+				L.Flt += dt
+				L.Flts = append(L.Flts, dt)
+				L.NFlt++
+				L.Faults++
+			} else {
+				L.Res += dt
+				L.NRes++
+			}
+			mine = append(mine, m.dst*ports+m.port+1)
+		}
+		for _, m := range ms {
+			if m.dst != me {
+				continue
+			}
+			va := uint64(m.src*ports+m.port)*ps + uint64(size-8)
+			err := poll(func() (bool, error) {
+				_, err := b.rcv.Read(va, got)
+				return err == nil && binary.LittleEndian.Uint64(got) == uint64(round+1), err
+			})
+			if err != nil {
+				return fmt.Errorf("node %d round %d: message from node %d port %d: %w", me+1, round, m.src+1, m.port, err)
+			}
+		}
+		for _, p := range prev {
+			b.n.Consumed(uint16(p))
+		}
+		prev = mine
 	}
-	lats := make([]lat, len(bn))
+	return nil
+}
+
+// runPattern runs every node's rounds, each node on its own goroutine.
+func runPattern(r *BenchResult, bn []*benchNode, sched [][]msg, size, ports int) error {
+	lats := make([]NodeLat, len(bn))
 	var wg sync.WaitGroup
 	errs := make([]error, len(bn))
 	for me := range bn {
-		wg.Go(func() {
-			b, L := bn[me], &lats[me]
-			buf := make([]byte, size)
-			got := make([]byte, 8)
-			var prev []int // ports written the round before last: consumed now
-			for round, ms := range sched {
-				var mine []int
-				for _, m := range ms {
-					if m.src != me {
-						continue
-					}
-					binary.LittleEndian.PutUint64(buf[size-8:], uint64(round+1))
-					f0 := b.n.Stats().Faults
-					t0 := time.Now()
-					if err := b.snd.Write(uint64(m.dst*ports+m.port)*ps, buf); err != nil {
-						errs[me] = err
-						return
-					}
-					dt := time.Since(t0)
-					L.writes++
-					if b.n.Stats().Faults != f0 {
-						L.flt += dt
-						L.flts = append(L.flts, dt)
-						L.nflt++
-						L.faults++
-					} else {
-						L.res += dt
-						L.nres++
-					}
-					mine = append(mine, m.dst*ports+m.port+1)
-				}
-				for _, m := range ms {
-					if m.dst != me {
-						continue
-					}
-					va := uint64(m.src*ports+m.port)*ps + uint64(size-8)
-					err := poll(func() (bool, error) {
-						_, err := b.rcv.Read(va, got)
-						return err == nil && binary.LittleEndian.Uint64(got) == uint64(round+1), err
-					})
-					if err != nil {
-						errs[me] = fmt.Errorf("node %d round %d: message from node %d port %d: %w", me+1, round, m.src+1, m.port, err)
-						return
-					}
-				}
-				for _, p := range prev {
-					b.n.Consumed(uint16(p))
-				}
-				prev = mine
-			}
-		})
+		wg.Go(func() { errs[me] = nodeRounds(me, bn[me], sched, size, ports, &lats[me]) })
 	}
 	wg.Wait()
+	r.addLats(lats)
+	return errors.Join(errs...)
+}
+
+// addLats files the nodes' write counts and latencies into r.
+func (r *BenchResult) addLats(lats []NodeLat) {
 	var res, flt time.Duration
 	var nres, nflt uint64
 	var flts []time.Duration
 	for _, L := range lats {
-		r.Writes += L.writes
-		r.Faults += L.faults
-		res, flt, nres, nflt = res+L.res, flt+L.flt, nres+L.nres, nflt+L.nflt
-		flts = append(flts, L.flts...)
+		r.Writes += L.Writes
+		r.Faults += L.Faults
+		res, flt, nres, nflt = res+L.Res, flt+L.Flt, nres+L.NRes, nflt+L.NFlt
+		flts = append(flts, L.Flts...)
 	}
 	if len(flts) > 0 {
 		slices.Sort(flts)
@@ -322,7 +334,6 @@ func runPattern(r *BenchResult, bn []*benchNode, ps uint64, sched [][]msg, size,
 	if nflt > 0 {
 		r.WriteUsFaulting = flt.Seconds() * 1e6 / float64(nflt)
 	}
-	return errors.Join(errs...)
 }
 
 // poll calls arrived until it reports true or fails, for at most

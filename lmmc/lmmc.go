@@ -26,6 +26,9 @@ var (
 	ErrClosed        = errors.New("lmmc: node closed")
 	ErrTimeout       = errors.New("lmmc: timed out waiting for the device")
 	ErrDevice        = errors.New("lmmc: device reported an error")
+	// ErrPairMismatch is the pair check failing: a sender and its receiver
+	// disagree on which port a receive frame holds.
+	ErrPairMismatch = errors.New("lmmc: send and receive frame tables disagree")
 )
 
 const waitTimeout = 10 * time.Second
@@ -797,16 +800,30 @@ func (n *Node) checkPort(e *PortEntry, send bool, t *FrameTable, bad func(string
 // sender's send frame table for receiver equals the receiver's receive
 // frame table for sender.
 func CheckPair(sender, receiver *Node) error {
-	sender.mu.Lock()
-	s := slices.Clone(sender.conns[receiver.self].send.Ports)
-	sb := sender.conns[receiver.self].send.Base
-	sender.mu.Unlock()
-	receiver.mu.Lock()
-	r := slices.Clone(receiver.conns[sender.self].recv.Ports)
-	rb := receiver.conns[sender.self].recv.Base
-	receiver.mu.Unlock()
-	if sb != rb || !slices.Equal(s, r) {
-		return fmt.Errorf("lmmc: node %d send frames %d:%v != node %d receive frames %d:%v", sender.self, sb, s, receiver.self, rb, r)
+	s, _, _ := sender.FrameTables(receiver.self)
+	_, r, _ := receiver.FrameTables(sender.self)
+	return CheckFrameTables(sender.self, receiver.self, s, r)
+}
+
+// FrameTables copies the send and receive link page frame tables of the
+// connection to peer (ok false: no such connection), so nodes in other
+// processes can be held to CheckFrameTables too.
+func (n *Node) FrameTables(peer uint16) (send, recv FrameTable, ok bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	c := n.conns[peer]
+	if c == nil {
+		return FrameTable{}, FrameTable{}, false
+	}
+	return FrameTable{c.send.Base, slices.Clone(c.send.Ports)}, FrameTable{c.recv.Base, slices.Clone(c.recv.Ports)}, true
+}
+
+// CheckFrameTables is the pair check on copies of the tables: sender's
+// send frame table for receiver must equal receiver's receive frame table
+// for sender, frame for frame, once the sender has flushed.
+func CheckFrameTables(sender, receiver uint16, send, recv FrameTable) error {
+	if send.Base != recv.Base || !slices.Equal(send.Ports, recv.Ports) {
+		return fmt.Errorf("lmmc: node %d send frames %d:%v != node %d receive frames %d:%v: %w", sender, send.Base, send.Ports, receiver, recv.Base, recv.Ports, ErrPairMismatch)
 	}
 	return nil
 }

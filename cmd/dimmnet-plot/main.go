@@ -2,7 +2,9 @@
 // --json) as RTT/2 and MB/s against message size, one line per run, mode
 // and condition, so links or machines compare in one picture; given
 // dimmnet fabric-bench --json it draws one plot per regenerated table
-// (OUT-table2.svg, ...), the model beside the paper. It is a
+// (OUT-table2.svg, ...), the model beside the paper; given dimmnet mpbench
+// --figures --json it draws the FMPL paper's Figs. 7-11 (OUT-fig7.svg,
+// ...) with the paper's stated values marked. It is a
 // command of its own so the dimmnet binary (a lab guest's /init too) stays
 // free of the plotting library.
 package main
@@ -16,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench/figplot"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/driver/pingpong/plot"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
@@ -33,7 +37,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("dimmnet-plot", flag.ContinueOnError)
 	out := fs.String("o", "pingpong.svg", "output file: .svg or .png")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json or dimmnet mpbench --json (one per run to compare),\nor one output of dimmnet fabric-bench --json (one plot per table).")
+		fmt.Fprintln(fs.Output(), "usage: dimmnet-plot [-o OUT.svg|OUT.png] RESULTS.json...\n\nRESULTS.json: the output of dimmnet pingpong --json or dimmnet mpbench --json (one per run to compare),\nor one output of dimmnet fabric-bench --json (one plot per table),\nor one output of dimmnet mpbench --figures --json (one plot per figure).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +55,9 @@ func run(args []string) error {
 		}
 		if recs, ok := fabricRecords(b); ok {
 			return writeTables(*out, recs)
+		}
+		if recs, ok := figureRecords(b); ok {
+			return writeFigures(*out, recs)
 		}
 		var res []pingpong.Result
 		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
@@ -119,6 +126,43 @@ func fabricRecords(b []byte) ([]fabric.Record, bool) {
 		return nil, false
 	}
 	return recs, true
+}
+
+// figureRecords recognises mpbench --figures --json output: JSON lines
+// that name a figure.
+func figureRecords(b []byte) ([]mpbench.Fig, bool) {
+	var recs []mpbench.Fig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var r mpbench.Fig
+		if err := dec.Decode(&r); err != nil || r.Figure == "" {
+			return nil, false
+		}
+		recs = append(recs, r)
+	}
+	return recs, len(recs) > 0
+}
+
+// writeFigures draws each figure into OUT-figN.EXT.
+func writeFigures(out string, recs []mpbench.Fig) error {
+	ext := filepath.Ext(out)
+	for _, fig := range figplot.Figures(recs) {
+		name := strings.TrimSuffix(out, ext) + "-fig" + fig + ext
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		if err := figplot.Draw(f, name, fig, recs); err != nil {
+			f.Close()
+			os.Remove(name)
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Println(name)
+	}
+	return nil
 }
 
 // writeTables draws each table into OUT-tableN.EXT.

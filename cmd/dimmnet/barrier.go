@@ -28,6 +28,15 @@ type barrierRecord struct {
 	MulticastUs    float64 `json:"multicast_us"`
 	ModelBarrier   float64 `json:"model_barrier_us"`
 	ModelMulticast float64 `json:"model_multicast_us"`
+	// ModelContended is the model's multicast packets that found an
+	// inter-switch channel in use, and MaxHops the most inter-switch hops
+	// one of them crossed (the paper's Fig. 5: 0 and 2 for SHIO under
+	// e-cube); DeviceContended is the share of the devices' frames, during
+	// the timed multicasts and the barriers between them, that waited for
+	// a channel on the switched medium.
+	ModelContended  float64 `json:"model_contended"`
+	MaxHops         int     `json:"max_hops"`
+	DeviceContended float64 `json:"device_contended"`
 }
 
 // barrierCmd runs the RHiNET-2 paper's barrier and multicast orders on real
@@ -128,18 +137,25 @@ func barrierCmd(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", o, err)
 			}
+			f.ResetStats()
 			mc, err := g.TimeMulticasts(list, uint32((*size+7)/8*8), *multicasts)
 			if err != nil {
 				return fmt.Errorf("%s: %w", o, err)
+			}
+			if st := f.Stats(); st.Frames > 0 {
+				rec.DeviceContended += float64(st.Contended) / float64(st.Frames)
 			}
 			mb, err := fabric.Barriers(rt, list, par, 2000)
 			if err != nil {
 				return err
 			}
-			mm, err := fabric.Multicast(rt, list, par)
+			mr, err := fabric.MulticastRun(rt, list, par)
 			if err != nil {
 				return err
 			}
+			mm := mr.Time
+			rec.ModelContended += float64(mr.Contended)
+			rec.MaxHops = max(rec.MaxHops, mr.MaxHops)
 			rec.BarrierUs += b.Seconds() * 1e6
 			rec.MulticastUs += mc.Seconds() * 1e6
 			rec.ModelBarrier += float64(mb.Mean) / 1e6
@@ -153,6 +169,7 @@ func barrierCmd(args []string) error {
 		k := float64(len(ls))
 		rec.BarrierUs, rec.MulticastUs, rec.ModelBarrier, rec.ModelMulticast, rec.Switches =
 			rec.BarrierUs/k, rec.MulticastUs/k, rec.ModelBarrier/k, rec.ModelMulticast/k, rec.Switches/k
+		rec.ModelContended, rec.DeviceContended = rec.ModelContended/k, rec.DeviceContended/k
 		recs = append(recs, rec)
 	}
 	progress("")
@@ -179,9 +196,10 @@ func barrierCmd(args []string) error {
 		*nodes, topo.Name, rt.Name, mode, *barriers, *multicasts, *size)
 	fmt.Printf("model: the paper's cluster (host cost %.0f ns per message, fitted on Table 3), the same lists\n", float64(hc)/1000)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "order\tswitches/msg\tbarrier µs\tmodel µs\tmulticast µs\tmodel µs\t")
+	fmt.Fprintln(tw, "order\tswitches/msg\tbarrier µs\tmodel µs\tmulticast µs\tmodel µs\tmodel contended\tmax hops\tdevice frames contended\t")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Order, r.Switches, r.BarrierUs, r.ModelBarrier, r.MulticastUs, r.ModelMulticast)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.1f%%\t\n", r.Order, r.Switches, r.BarrierUs, r.ModelBarrier, r.MulticastUs, r.ModelMulticast,
+			r.ModelContended, r.MaxHops, 100*r.DeviceContended)
 	}
 	return tw.Flush()
 }

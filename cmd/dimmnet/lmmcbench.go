@@ -7,7 +7,9 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/dimmnet/dimmnet/internal/loadavg"
 	"github.com/dimmnet/dimmnet/lmmc"
+	"github.com/dimmnet/dimmnet/lmmc/lmmcbench"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 )
 
@@ -24,6 +26,7 @@ func lmmcBenchCmd(args []string) (rerr error) {
 	size := fs.Int("size", 64, "message bytes")
 	quiet := fs.Bool("q", false, "no progress line")
 	pcapFile := fs.String("pcap", "", "capture every frame of every device of the run to this pcap file")
+	linkName := fs.String("link", "", "also run every node as a process of its own over this medium (shm or udp), beside the run in one process")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +51,20 @@ func lmmcBenchCmd(args []string) (rerr error) {
 				fmt.Fprintf(os.Stderr, "lmmc-bench: %d frames captured to %s\n", cw.Frames(), *pcapFile)
 			}
 		}()
+	}
+	if *linkName != "" {
+		if cw != nil {
+			return fmt.Errorf("--pcap records one process's devices; it cannot be combined with --link")
+		}
+		pairs, err := lmmcbench.Compare(*ports, *frames, lmmc.BenchConfig{Rounds: *rounds, Size: *size, Check: *check}, *linkName, progress)
+		progress("")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(os.Stdout, pairs)
+		}
+		return lmmcbench.WriteComparison(os.Stdout, pairs, loadavg.String())
 	}
 	var res []lmmc.BenchResult
 	for _, pat := range lmmc.Patterns {

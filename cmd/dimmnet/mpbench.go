@@ -6,8 +6,27 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+	"github.com/dimmnet/dimmnet/internal/loadavg"
 	"github.com/dimmnet/dimmnet/internal/provenance"
 )
+
+// writeJSONLines writes one JSON record per line to the file name, each
+// with the run's provenance (medium: the ranks' link).
+func writeJSONLines[T any](name string, recs []T, medium string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	enc := provenance.NewEncoder(f)
+	enc.Info.Medium = medium
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
 
 // mpbenchCmd runs FMPL's measurements beside raw PUSH and Open MPI; under
 // mpirun it is one rank of the job and rank 0 prints.
@@ -21,12 +40,43 @@ func mpbenchCmd(args []string) error {
 	scale := fs.Int("scale", 1, "divide iteration counts by this (quick runs)")
 	noOMPI := fs.Bool("no-ompi", false, "do not run Open MPI beside FMPL")
 	stages := fs.Int("stages", 8, "ranks of the stage-count job (0: none)")
+	figures := fs.Bool("figures", false, "sweep the FMPL paper's Figs. 7-11 (2..16 ranks; sizes 8 B..--max) beside Open MPI and the paper's stated values")
+	inprocess := fs.Bool("inprocess", false, "--figures: ranks only as devices in this process (default: in-process and as processes)")
+	processes := fs.Bool("processes", false, "--figures: ranks only as processes")
+	ranks := fs.String("ranks", "2-16", "--figures: rank counts, e.g. 2-16 or 2,4,8,16 (the largest is Fig. 10's)")
+	loops := fs.Int("loops", 5, "--figures: timed loops per median")
 	keyFile, check := rankFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := setRankEnv(*keyFile, *check); err != nil {
 		return err
+	}
+	if *figures {
+		rs, err := mpbench.ParseRanks(*ranks)
+		if err != nil {
+			return err
+		}
+		recs, err := mpbench.Figures(mpbench.FigOptions{Ranks: rs, MaxSize: *maxSize, Scale: *scale, Link: *linkKind, InProcess: *inprocess,
+			Processes: *processes, NoOMPI: *noOMPI, Loops: *loops}, os.Stderr)
+		if err != nil {
+			return err
+		}
+		if *jsonOut != "" {
+			if err := writeJSONLines(*jsonOut, recs, *linkKind); err != nil {
+				return err
+			}
+		}
+		if *asJSON {
+			enc := provenance.NewEncoder(os.Stdout)
+			enc.Info.Medium = *linkKind
+			for _, r := range recs {
+				enc.Encode(r)
+			}
+			return nil
+		}
+		mpbench.PrintFigures(os.Stdout, recs, loadavg.String())
+		return nil
 	}
 	recs, err := mpbench.Run(mpbench.Options{NP: *np, Link: *linkKind, MaxSize: *maxSize, Scale: *scale, NoOMPI: *noOMPI, Stages: *stages}, os.Stderr)
 	if err != nil {

@@ -623,3 +623,26 @@ func InitiateFor(a *Side, mode, cond string, size int, bud Budget, tell func(ite
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,
 		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Recovery: recoverySince(before, a.D), Verified: a.Verified - verified}, nil
 }
+
+// PaperPoint is what the IPUSH paper's Fig. 8 states for one mode and
+// condition on the DIMMnet-2 hardware (its plot is missing from our copy):
+// the minimum RTT/2, at 8 bytes of data behind a 16-byte header, and the
+// maximum bandwidth, size not stated. Plots mark them beside our curves.
+type PaperPoint struct {
+	Mode, Condition string
+	MinRTTHalfUs    float64 // at PaperMinSize bytes of data
+	MaxMBps         float64
+}
+
+// PaperMinSize is the data size of the paper's minimum RTT/2.
+const PaperMinSize = 8
+
+// PaperFig8 are the IPUSH paper's Fig. 8 values: SO-DIMM to SO-DIMM
+// (linkmem, Table 5 conditions (1)/(2)) and with the copy to host memory
+// (hostcopy, (3)/(4)).
+var PaperFig8 = []PaperPoint{
+	{ModePush, CondLinkMem, 1.74, 644},
+	{ModeIPush, CondLinkMem, 1.78, 643},
+	{ModePush, CondHostCopy, 3.84, 242},
+	{ModeIPush, CondHostCopy, 3.89, 241},
+}

@@ -44,8 +44,9 @@ func (r *Routing) Switches(a, b int) int {
 	return len(r.paths[r.topo.HostSwitch[a]][b]) + 1
 }
 
-// RoutingNames lists the names NewRouting accepts.
-var RoutingNames = []string{"prefix", "updown", "dl", "sbp", "shortest"}
+// RoutingNames lists the names NewRouting accepts ("ecube" on the full
+// meshes only).
+var RoutingNames = []string{"prefix", "updown", "dl", "sbp", "shortest", "ecube"}
 
 // NewRouting builds routing name on t. Where several shortest legal paths
 // join a switch pair, destination host h takes the (LocalIndex(h) mod k)th
@@ -65,6 +66,8 @@ func NewRouting(t *Topology, name string) (*Routing, error) {
 		rule = shortestRule(t)
 	case "prefix":
 		return prefixRouting(t)
+	case "ecube":
+		return ecubeRouting(t)
 	default:
 		return nil, fmt.Errorf("%w: %q (have %v)", ErrUnknownRouting, name, RoutingNames)
 	}

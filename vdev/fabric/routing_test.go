@@ -92,7 +92,7 @@ func TestUnknownNames(t *testing.T) {
 	if _, err := NewTopology("torus"); !errors.Is(err, ErrUnknownTopology) {
 		t.Fatal(err)
 	}
-	if _, err := NewRouting(Clos(16), "ecube"); !errors.Is(err, ErrUnknownRouting) {
+	if _, err := NewRouting(Clos(16), "xy-adaptive"); !errors.Is(err, ErrUnknownRouting) {
 		t.Fatal(err)
 	}
 }

@@ -72,6 +72,10 @@ type Result struct {
 	MaxQueueBytes int
 	// Packets counts packets delivered by the event loop.
 	Packets int
+	// Contended counts packets whose head found the inter-switch channel
+	// it needed already carrying or queueing another packet: the paper's
+	// "contention", which SHIO under e-cube routing avoids (Fig. 5).
+	Contended int
 }
 
 const (
@@ -307,11 +311,39 @@ func (s *sim) forward(p *packet) {
 
 func (s *sim) queue(ch int, p *packet) {
 	c := &s.chans[ch]
+	if ch < s.inter && s.inUse(ch) {
+		s.res.Contended++
+	}
 	c.queues[p.vc] = append(c.queues[p.vc], p)
 	if b := len(c.queues[p.vc]) * s.par.Flits * s.par.FlitBytes; b > s.maxQ {
 		s.maxQ = b
 	}
 	s.arbitrate(ch)
+}
+
+// inUse tells whether inter-switch channel ch carries a packet or has
+// packets waiting for it (in its output queues or, on input-queued
+// switches, at the head of its switch's input FIFOs).
+func (s *sim) inUse(ch int) bool {
+	c := &s.chans[ch]
+	if c.busy || c.ps.nheld > 0 {
+		return true
+	}
+	for _, q := range c.queues {
+		if len(q) > 0 {
+			return true
+		}
+	}
+	if s.par.Switch.InputFIFO {
+		for _, id := range s.swIn[s.topo.Channels()[ch].From] {
+			if len(s.inQ[id]) > 0 {
+				if next, _ := s.nextHop(s.inQ[id][0]); next == ch {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // arbitrate starts the next packet on a free channel, taking the VCs in
@@ -571,6 +603,32 @@ func Barriers(r *Routing, list []int, par Params, count int) (Result, error) {
 // returns when the last destination has taken its packet in. list may
 // cover only some of the hosts.
 func Multicast(r *Routing, list []int, par Params) (int64, error) {
+	m, err := MulticastRun(r, list, par)
+	return m.Time, err
+}
+
+// MulticastResult is what one simulated multicast measured.
+type MulticastResult struct {
+	// Time is when the last destination took its packet in (ps).
+	Time int64
+	// Contended counts packets that found an inter-switch channel in use
+	// (Result.Contended).
+	Contended int
+	// MaxHops is the most inter-switch channels any packet of the tree
+	// crosses: at most 2 for SHIO on the 64-host mesh under e-cube.
+	MaxHops int
+}
+
+// MulticastRun is Multicast with the contention and hop counts Fig. 5's
+// finding is stated in.
+func MulticastRun(r *Routing, list []int, par Params) (MulticastResult, error) {
+	var res MulticastResult
+	t0, err := multicast(r, list, par, &res)
+	res.Time = t0
+	return res, err
+}
+
+func multicast(r *Routing, list []int, par Params, res *MulticastResult) (int64, error) {
 	t := r.Topology()
 	full := append([]int(nil), list...)
 	in := make([]bool, t.Hosts())
@@ -635,6 +693,11 @@ func Multicast(r *Routing, list []int, par Params) (int64, error) {
 	}
 	if got != n-1 {
 		return 0, fmt.Errorf("fabric: multicast reached %d of %d destinations", got, n-1)
+	}
+	res.Contended = s.res.Contended
+	for p := 1; p < n; p++ {
+		from := list[collective.Parent(p)]
+		res.MaxHops = max(res.MaxHops, len(r.Path(t.HostSwitch[from], list[p])))
 	}
 	return last, nil
 }

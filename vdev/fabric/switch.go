@@ -143,6 +143,9 @@ func (s *sim) nextHop(p *packet) (int, int) {
 
 // arrive files a packet whose head reached a switch in its input FIFO.
 func (s *sim) arrive(p *packet) {
+	if ch, _ := s.nextHop(p); ch < s.inter && s.inUse(ch) {
+		s.res.Contended++
+	}
 	id := p.in*s.vcs + p.vc
 	s.inQ[id] = append(s.inQ[id], p)
 	if b := len(s.inQ[id]) * s.par.Flits * s.par.FlitBytes; b > s.maxQ {

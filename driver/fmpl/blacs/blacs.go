@@ -40,6 +40,10 @@ type Context struct {
 	myrow, mycol int
 	idx          int // matching areas idx and idx+1: one per pack buffer
 	buf          [2][]byte
+	// scope holds the communicators of the broadcast scopes: 'A' the
+	// whole grid, 'R' this process's row, 'C' its column (CommNull where
+	// this process is outside the grid or the scope could not be made).
+	scope map[byte]fmpl.Comm
 }
 
 // Options of a context.
@@ -76,7 +80,10 @@ func NewContext(w *fmpl.World, comm fmpl.Comm, nprow, npcol int, o Options) (*Co
 	if o.Index < 0 || o.Index+1 >= w.Count() {
 		return nil, fmt.Errorf("blacs: matching areas %d and %d of %d: %w", o.Index, o.Index+1, w.Count(), ErrArgs)
 	}
-	c := &Context{w: w, comm: comm, nprow: nprow, npcol: npcol, myrow: me / npcol, mycol: me % npcol, idx: o.Index}
+	c := &Context{w: w, comm: comm, nprow: nprow, npcol: npcol, myrow: me / npcol, mycol: me % npcol, idx: o.Index, scope: map[byte]fmpl.Comm{}}
+	if err := c.makeScopes(size); err != nil {
+		return nil, err
+	}
 	for i := range c.buf {
 		if c.buf[i], err = w.Alloc(o.Pack); err != nil {
 			return nil, err
@@ -90,6 +97,39 @@ func NewContext(w *fmpl.World, comm fmpl.Comm, nprow, npcol int, o Options) (*Co
 		return nil, err
 	}
 	return c, nil
+}
+
+// makeScopes builds the broadcast scopes. On CommWorld every scope is a
+// communicator of its own (FMPL's CommCreate works on CommWorld, and every
+// rank of it calls NewContext, as every process of BLACS's system context
+// calls gridinit); on a smaller communicator only 'A', and only when the
+// grid covers it, since no communicator can be split out of it.
+func (c *Context) makeScopes(size int) error {
+	for _, s := range []byte{'A', 'R', 'C'} {
+		c.scope[s] = fmpl.CommNull
+	}
+	in := c.myrow < c.nprow
+	if c.comm != fmpl.CommWorld {
+		if c.nprow*c.npcol == size {
+			c.scope['A'] = c.comm
+		}
+		return nil
+	}
+	for _, s := range []struct {
+		scope byte
+		key   int
+	}{{'A', 0}, {'R', c.myrow}, {'C', c.mycol}} {
+		key := fmpl.NoKey
+		if in {
+			key = s.key
+		}
+		cm, err := c.w.CommCreate(key)
+		if err != nil {
+			return fmt.Errorf("blacs: scope %c: %w", s.scope, err)
+		}
+		c.scope[s.scope] = cm
+	}
+	return nil
 }
 
 // Coords is this process's place in the grid.
@@ -299,6 +339,98 @@ func recv[T Elem](c *Context, uplo, diag byte, m, n int, a []T, lda, rr, cc int)
 			if err := c.w.Irecv(c.buf[b][:size(ch[k+2])], src, c.idx+b, c.comm); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// ErrScope reports a broadcast scope that is not 'A', 'R' or 'C', or one
+// the context has no communicator for (a context on a communicator other
+// than CommWorld has only 'A', and only when its grid covers it).
+var ErrScope = errors.New("blacs: no such broadcast scope")
+
+// GEBS2D broadcasts the m x n general matrix a to every other process of
+// scope ('A' the grid, 'R' this process's row, 'C' its column); they call
+// GEBR2D. It runs on FMPL's broadcast (the binomial tree, FMPL(SW)), so
+// BLACS's topology argument has no counterpart here: every broadcast takes
+// the tree. A contiguous matrix goes as it is (zero copy in link memory);
+// anything else is packed piece by piece through a link-memory buffer.
+func GEBS2D[T Elem](c *Context, scope byte, m, n int, a []T, lda int) error {
+	cm, err := c.scopeComm(scope)
+	if err != nil {
+		return err
+	}
+	root, _ := c.w.CommRank(cm)
+	return bcast(c, cm, root, true, m, n, a, lda)
+}
+
+// GEBR2D receives into a the m x n matrix that grid process (rsrc, csrc)
+// broadcasts with GEBS2D over scope.
+func GEBR2D[T Elem](c *Context, scope byte, m, n int, a []T, lda, rsrc, csrc int) error {
+	cm, err := c.scopeComm(scope)
+	if err != nil {
+		return err
+	}
+	if _, err := c.rank(rsrc, csrc); err != nil {
+		return err
+	}
+	var root int
+	switch scope {
+	case 'A':
+		root = rsrc*c.npcol + csrc
+	case 'R':
+		if rsrc != c.myrow {
+			return fmt.Errorf("row broadcast from (%d,%d) to row %d: %w", rsrc, csrc, c.myrow, ErrArgs)
+		}
+		root = csrc
+	case 'C':
+		if csrc != c.mycol {
+			return fmt.Errorf("column broadcast from (%d,%d) to column %d: %w", rsrc, csrc, c.mycol, ErrArgs)
+		}
+		root = rsrc
+	}
+	return bcast(c, cm, root, false, m, n, a, lda)
+}
+
+func (c *Context) scopeComm(scope byte) (fmpl.Comm, error) {
+	cm, ok := c.scope[scope]
+	if !ok || cm == fmpl.CommNull {
+		return fmpl.CommNull, fmt.Errorf("scope %q: %w", scope, ErrScope)
+	}
+	return cm, nil
+}
+
+func bcast[T Elem](c *Context, cm fmpl.Comm, root int, sender bool, m, n int, a []T, lda int) error {
+	if err := check(m, n, a, lda); err != nil {
+		return err
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	if lda == m || n == 1 {
+		return c.w.Bcast(bytesOf(a[:(n-1)*lda+m]), root, cm)
+	}
+	s, _ := segs('G', 'N', m, n)
+	var z T
+	es := int(unsafe.Sizeof(z))
+	buf := c.buf[0]
+	for _, pieces := range chunks(s, len(buf)/es) {
+		off := 0
+		for _, g := range pieces {
+			if sender {
+				copy(buf[off:], bytesOf(a[g[0]*lda+g[1]:g[0]*lda+g[2]]))
+			}
+			off += (g[2] - g[1]) * es
+		}
+		if err := c.w.Bcast(buf[:off], root, cm); err != nil {
+			return err
+		}
+		if sender {
+			continue
+		}
+		off = 0
+		for _, g := range pieces {
+			off += copy(bytesOf(a[g[0]*lda+g[1]:g[0]*lda+g[2]]), buf[off:])
 		}
 	}
 	return nil

@@ -130,6 +130,9 @@ func Draw(w io.Writer, name string, series []Series) error {
 	if err := plotutil.AddLinePoints(bw, bwLines...); err != nil {
 		return fmt.Errorf("plot %s: %w", name, err)
 	}
+	if err := markPaper(rtt, bw, series); err != nil {
+		return fmt.Errorf("plot %s: %w", name, err)
+	}
 	width, height := 28*vg.Centimeter, 13*vg.Centimeter
 	var c vg.CanvasWriterTo
 	var dc draw.Canvas
@@ -147,6 +150,50 @@ func Draw(w io.Writer, name string, series []Series) error {
 	bw.Draw(cs[0][1])
 	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("plot %s: %w", name, err)
+	}
+	return nil
+}
+
+// markPaper marks, for every mode and condition a series of ping-pong
+// results has, the IPUSH paper's Fig. 8 values: its minimum RTT/2 as a
+// cross at 8 bytes, its maximum bandwidth as a dashed line across the
+// series' sizes (the paper gives no size for it).
+func markPaper(rtt, bw *plot.Plot, series []Series) error {
+	done := map[pingpong.PaperPoint]bool{}
+	for _, s := range series {
+		lo, hi := 0, 0
+		var pp *pingpong.PaperPoint
+		for _, r := range s.Results {
+			for i, p := range pingpong.PaperFig8 {
+				if r.Mode == p.Mode && r.Condition == p.Condition {
+					pp = &pingpong.PaperFig8[i]
+				}
+			}
+			if r.Size > 0 && (lo == 0 || r.Size < lo) {
+				lo = r.Size
+			}
+			hi = max(hi, r.Size)
+		}
+		if pp == nil || done[*pp] || lo == 0 {
+			continue
+		}
+		done[*pp] = true
+		label := fmt.Sprintf("paper %s %s", pp.Mode, pp.Condition)
+		sc, err := plotter.NewScatter(plotter.XYs{{X: pingpong.PaperMinSize, Y: pp.MinRTTHalfUs}})
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle.Shape = draw.CrossGlyph{}
+		sc.GlyphStyle.Radius = vg.Points(5)
+		rtt.Add(sc)
+		rtt.Legend.Add(label+fmt.Sprintf(" (min %.2f µs)", pp.MinRTTHalfUs), sc)
+		l, err := plotter.NewLine(plotter.XYs{{X: float64(lo), Y: pp.MaxMBps}, {X: float64(max(hi, lo+1)), Y: pp.MaxMBps}})
+		if err != nil {
+			return err
+		}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		bw.Add(l)
+		bw.Legend.Add(label+fmt.Sprintf(" (max %.0f MB/s)", pp.MaxMBps), l)
 	}
 	return nil
 }

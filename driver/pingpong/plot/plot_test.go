@@ -100,3 +100,24 @@ func TestSeriesOfLeavesRawOut(t *testing.T) {
 		t.Fatalf("series %+v, want push linkmem only", s)
 	}
 }
+
+// The paper's Fig. 8 values are marked beside the curves of the modes and
+// conditions a run has, and only those: a push/linkmem and ipush/hostcopy
+// run gets their two marks, not the other two.
+func TestDrawMarksPaper(t *testing.T) {
+	var svg bytes.Buffer
+	if err := Draw(&svg, "x.svg", SeriesOf("", plotResults())); err != nil {
+		t.Fatal(err)
+	}
+	s := svg.String()
+	for _, want := range []string{"paper push linkmem (min 1.74 µs)", "paper push linkmem (max 644 MB/s)", "paper ipush hostcopy (min 3.89 µs)", "paper ipush hostcopy (max 241 MB/s)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in the plot", want)
+		}
+	}
+	for _, absent := range []string{"paper ipush linkmem", "paper push hostcopy"} {
+		if strings.Contains(s, absent) {
+			t.Errorf("%q marked though the run has no such curve", absent)
+		}
+	}
+}

@@ -64,6 +64,7 @@ type Fabric struct {
 	hosts []*port
 	seq   uint64
 	inter int // inter-switch channels
+	stats Stats
 	// bufs is one free list for all ports: a frame is taken from the
 	// sender's port and released to the receiver's, so per-port lists
 	// would drain on one side and overflow on the other.
@@ -80,6 +81,32 @@ func New(t *fabric.Topology, r *fabric.Routing, cfg Config) *Fabric {
 		f.free[i] = make([]int64, max(r.VCs, 1))
 	}
 	return f
+}
+
+// Stats counts what the fabric carried since it was built or last reset:
+// the figures the RHiNET-2 paper's Fig. 5 states its finding in.
+type Stats struct {
+	// Frames is the unicast frames routed.
+	Frames uint64
+	// Contended is the frames that found an inter-switch channel (on
+	// their VC) still taken by an earlier frame when their head reached it.
+	Contended uint64
+	// MaxHops is the most inter-switch channels one frame crossed.
+	MaxHops int
+}
+
+// Stats reports the counts since the last ResetStats.
+func (f *Fabric) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// ResetStats zeroes the counts, so one visiting order's run is read alone.
+func (f *Fabric) ResetStats() {
+	f.mu.Lock()
+	f.stats = Stats{}
+	f.mu.Unlock()
 }
 
 // Topology is the fabric's topology.
@@ -194,8 +221,15 @@ func (f *Fabric) reserve(a, b, n int, now int64) int64 {
 		vc0 = path[0].VC
 	}
 	t = take(inter+a, vc0) + f.cfg.HopDelay
+	f.stats.Frames++
+	f.stats.MaxHops = max(f.stats.MaxHops, len(path))
+	waited := false
 	for _, h := range path {
+		waited = waited || f.free[h.Channel][h.VC] > t
 		t = take(h.Channel, h.VC) + f.cfg.HopDelay
+	}
+	if waited {
+		f.stats.Contended++
 	}
 	return take(inter+hosts+b, 0) + ser
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mpbench
+
+const raceEnabled = false
