@@ -8,7 +8,7 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // reorders frames, the old value comes back in PULL_DONE and at
 // LOCAL_ADDR, and a word outside the window is refused untouched.
 func TestRemoteAtomicsOnceOverALossyLink(t *testing.T) {
-	fc, err := fault.Parse("loss=0.1,dup=0.1,reorder=0.1,seed=3")
+	fc, err := impair.Parse("loss=0.1,dup=0.1,reorder=0.1,seed=3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestRemoteAtomicsOnceOverALossyLink(t *testing.T) {
 		}
 		c := fc
 		c.Seed += int64(d.Node())
-		return fault.Wrap(p, c), nil
+		return impair.Wrap(p, c), nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package driver is the kernel-bypass userspace driver of a dimmnet device.
 // It sees only what a real driver sees — the mapped region and a doorbell —
-// through a Transport, so the same code runs in-process, in a host process
+// through an Attachment, so the same code runs in-process, in a host process
 // attached over the ivshmem protocol, and in a guest mapping the PCI BARs.
 //
 // A Driver posts command descriptors, rings the doorbell only when the
@@ -38,10 +38,10 @@ var (
 	ErrTimeout       = errors.New("driver: timed out")
 )
 
-// Transport is what an attach method provides: the mapped region, a way to
+// Attachment is what an attach method provides: the mapped region, a way to
 // ring the device's doorbell, and a way to sleep until the device
 // interrupts.
-type Transport interface {
+type Attachment interface {
 	Region() []byte
 	// Kick rings the device's doorbell.
 	Kick() error
@@ -61,7 +61,7 @@ const (
 
 // Driver drives one device.
 type Driver struct {
-	t         Transport
+	t         Attachment
 	r         uapi.Region
 	g         uapi.Geometry
 	lm        []byte
@@ -90,7 +90,7 @@ type postRunner interface{ PollPost() bool }
 
 // Open attaches to the device behind t after checking its identity, ABI
 // version and geometry.
-func Open(t Transport) (*Driver, error) {
+func Open(t Attachment) (*Driver, error) {
 	mem := t.Region()
 	if err := uapi.CheckRegion(mem); err != nil {
 		return nil, fmt.Errorf("open device: %w", err)

@@ -33,7 +33,7 @@ type hostTransport struct {
 
 // Dial attaches to the device served on an ivshmem server socket. The rest
 // of the driver is unchanged: Open(Dial(path)).
-func Dial(path string) (Transport, error) {
+func Dial(path string) (Attachment, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("attach %s: %w", path, err)

@@ -23,7 +23,7 @@ type eventfdTransport struct {
 // InProcess attaches to a device in this process: its region and the
 // doorbell and interrupt eventfds it exposes. The transport keeps its own
 // copy of the interrupt fd; the device keeps owning the originals.
-func InProcess(region []byte, doorbellFD, irqFD int) Transport {
+func InProcess(region []byte, doorbellFD, irqFD int) Attachment {
 	t := &eventfdTransport{mem: region, doorbell: doorbellFD}
 	t.irq, _ = eventfd.DupFD(irqFD) // on failure the driver polls instead of sleeping
 	return t
@@ -93,7 +93,7 @@ type localTransport struct {
 
 // InProcessDevice attaches to dev, a device in this process. Prefer it to
 // InProcess, which takes the eventfds a separate process would use.
-func InProcessDevice(dev LocalDevice) Transport {
+func InProcessDevice(dev LocalDevice) Attachment {
 	t := &localTransport{dev: dev, irq: make(chan struct{}, 1), closed: make(chan struct{})}
 	t.stop = dev.WatchInterrupt(t.irq)
 	return t

@@ -181,7 +181,7 @@ func MapPCIRegion(bdf string) ([]byte, error) { return mapResource(bdf, 2, 0) }
 //
 // A function bound to vfio-pci (BindVFIO) is attached through VFIO
 // (AttachVFIO): its sysfs resources belong to vfio-pci then.
-func AttachPCI(bdf string) (Transport, error) {
+func AttachPCI(bdf string) (Attachment, error) {
 	if bdf == "" {
 		l, err := FindPCI()
 		if err != nil {
@@ -237,7 +237,7 @@ func (t *pciTransport) Close() error {
 
 // IVPosition returns the guest's ivshmem peer id if t is a PCI attach
 // (sysfs or VFIO).
-func IVPosition(t Transport) (uint32, bool) {
+func IVPosition(t Attachment) (uint32, bool) {
 	switch p := t.(type) {
 	case *pciTransport:
 		return p.IVPosition(), true

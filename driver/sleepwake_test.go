@@ -19,7 +19,7 @@ import (
 // ended apart from one its 10 ms timer ended (WaitStats.TimerWakes): a
 // lost wake-up anywhere on that path shows as sleeps only the timer
 // ends, whatever the machine's speed. Two devices with an engine each on
-// UDP loopback, as two rank processes have (rankdev).
+// UDP loopback, as two rank processes have (driver/ranks).
 func TestSleepingDriverWokenByFrame(t *testing.T) {
 	t.Setenv("DIMMNET_SPIN_NS", "0") // every wait sleeps at its first chance
 	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}

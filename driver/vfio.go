@@ -265,7 +265,7 @@ func probeVFIO(bdf string) bool {
 
 // VFIOFunction is an ivshmem function driven through VFIO: BAR2 mapped
 // through the device fd, BAR0 by pread/pwrite, MSI-X vector 0 an eventfd.
-// As a dimmnet device it is a driver's Transport (AttachVFIO); any ivshmem
+// As a dimmnet device it is a driver's Attachment (AttachVFIO); any ivshmem
 // doorbell function can be opened as one (OpenVFIO) to ring peers and
 // wait for their interrupts, as the lab's raw interrupt baseline does.
 type VFIOFunction struct {
@@ -279,7 +279,7 @@ type VFIOFunction struct {
 // AttachVFIO attaches a guest's driver to the dimmnet device at bdf, bound
 // to vfio-pci (BindVFIO): the region is BAR2 mapped through the device fd,
 // the Doorbell a pwrite to BAR0, and WaitIRQ blocks on MSI-X vector 0.
-func AttachVFIO(bdf string) (Transport, error) {
+func AttachVFIO(bdf string) (Attachment, error) {
 	f, err := OpenVFIO(bdf)
 	if err != nil {
 		return nil, err
@@ -385,7 +385,7 @@ func (t *VFIOFunction) Close() error {
 
 // Interrupts returns how many times a VFIO transport's driver was woken by
 // the device's interrupt, and whether t is one.
-func Interrupts(t Transport) (uint64, bool) {
+func Interrupts(t Attachment) (uint64, bool) {
 	v, ok := t.(*VFIOFunction)
 	if !ok {
 		return 0, false
@@ -395,7 +395,7 @@ func Interrupts(t Transport) (uint64, bool) {
 
 // AttachKind names how t reaches the device: "vfio", "sysfs", or another
 // attach's name.
-func AttachKind(t Transport) string {
+func AttachKind(t Attachment) string {
 	switch t.(type) {
 	case *VFIOFunction:
 		return "vfio"

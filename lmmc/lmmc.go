@@ -329,7 +329,7 @@ func (p *Process) writePage(vp, off uint64, data []byte) error {
 			return err
 		}
 		sp.mu.Unlock()
-		if err := n.fault(c, sp); err != nil { // (1) trap
+		if err := n.pageFault(c, sp); err != nil { // (1) trap
 			return err
 		}
 	}
@@ -370,12 +370,12 @@ func (n *Node) post(f func() (uint64, error)) error {
 	}
 }
 
-// fault is the sender's remote paging, the paper's steps (2)-(6): page
+// pageFault is the sender's remote paging, the paper's steps (2)-(6): page
 // sp's port into one of the connected node's receive frames. Paging is
 // one at a time per connection (c.pmu); it holds the locks of both the
 // port paged in and the port paged out, so no process translates through
 // either while their entries change.
-func (n *Node) fault(c *conn, sp *sendPort) error {
+func (n *Node) pageFault(c *conn, sp *sendPort) error {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
 	sp.mu.Lock()

@@ -15,17 +15,17 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // pair starts two real devices (nodes 1 and 2) and an LMMC node on each.
 func pair(t *testing.T, policy string, frames int) (*Node, *Node) {
-	return pairOn(t, policy, frames, fault.Config{})
+	return pairOn(t, policy, frames, impair.Config{})
 }
 
 // pairOn is pair over a link with faults injected on both receive sides.
-func pairOn(t *testing.T, policy string, frames int, fc fault.Config) (*Node, *Node) {
+func pairOn(t *testing.T, policy string, frames int, fc impair.Config) (*Node, *Node) {
 	t.Helper()
 	hub := link.NewHub(vdev.DefaultHubPayload+wire.FrameOverhead, 256)
 	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, func(d *vdev.Device) (link.Port, error) {
@@ -35,7 +35,7 @@ func pairOn(t *testing.T, policy string, frames int, fc fault.Config) (*Node, *N
 		}
 		c := fc
 		c.Seed += int64(d.Node())
-		return fault.Wrap(p, c), nil
+		return impair.Wrap(p, c), nil
 	})
 	if err != nil {
 		t.Fatalf("NewLocalPorts: %v", err)
@@ -187,13 +187,13 @@ func TestCrossPageWrite(t *testing.T) {
 // their own byte ranges of each port concurrently while paging runs (few
 // frames, many ports); invariants are checked concurrently; at the end
 // every byte written is read back on the receiver.
-func TestRacingSharers(t *testing.T) { racingSharers(t, false, fault.Config{}) }
+func TestRacingSharers(t *testing.T) { racingSharers(t, false, impair.Config{}) }
 
 // TestRacingSharersLossy runs the racing sharers over a link that loses,
 // duplicates and reorders frames: the device's retransmissions keep every
 // write and every paging request in order, and MISPLACED stays 0.
 func TestRacingSharersLossy(t *testing.T) {
-	racingSharers(t, false, fault.Config{Loss: 0.05, Dup: 0.02, Reorder: 0.05, Seed: 7})
+	racingSharers(t, false, impair.Config{Loss: 0.05, Dup: 0.02, Reorder: 0.05, Seed: 7})
 }
 
 // TestRacingSharersBothWays runs the same with both nodes sending and
@@ -201,10 +201,10 @@ func TestRacingSharersLossy(t *testing.T) {
 // transfers blocked on a full window (a held peer acknowledges nothing,
 // so each node's PAGE_DONE can sit behind data the other holds).
 func TestRacingSharersBothWays(t *testing.T) {
-	racingSharers(t, true, fault.Config{}) // the device runs PAGE_DONE ahead of blocked transfers
+	racingSharers(t, true, impair.Config{}) // the device runs PAGE_DONE ahead of blocked transfers
 }
 
-func racingSharers(t *testing.T, bothWays bool, fc fault.Config) {
+func racingSharers(t *testing.T, bothWays bool, fc impair.Config) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
 			a, b := pairOn(t, pol, 3, fc)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/conform"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/conform"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/conform"
+	"github.com/dimmnet/dimmnet/driver/conform"
 )
 
 // runConform runs `dimmnet conform --json` on a program and returns the

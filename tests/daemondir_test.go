@@ -10,19 +10,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"github.com/dimmnet/dimmnet/uapi"
 	"golang.org/x/sys/unix"
 )
 
 // nobodyID is another user's uid and gid (nobody, nogroup).
 const nobodyID = 65534
-
-func needRootUser(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as, or give files to, another user")
-	}
-}
 
 func statMode(t *testing.T, p string) (uint32, *unix.Stat_t) {
 	t.Helper()
@@ -92,7 +86,7 @@ func serveRefused(t *testing.T, dir, why string) {
 // whose lock file is a symlink are refused: the daemon creates nothing
 // there, nor where the symlink points.
 func TestServeRefusesUntrustedDir(t *testing.T) {
-	needRootUser(t)
+	testenv.NeedRoot(t, "acts as, or gives files to, another user")
 	theirs := filepath.Join(t.TempDir(), "dimmnet")
 	os.Mkdir(theirs, 0o700)
 	if err := os.Chown(theirs, nobodyID, nobodyID); err != nil {
@@ -132,7 +126,7 @@ func TestServeRefusesUntrustedDir(t *testing.T) {
 // --group makes the sockets and the directory that group's: sockets 0660,
 // the directory 0750.
 func TestServeGroup(t *testing.T) {
-	needRootUser(t)
+	testenv.NeedRoot(t, "acts as, or gives files to, another user")
 	g, err := user.LookupGroupId(strconv.Itoa(nobodyID))
 	if err != nil {
 		t.Skipf("no group %d: %v", nobodyID, err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // joinBound is a generous bound on one join (the set-up's messages read),
@@ -133,7 +135,7 @@ func firstMessage(t *testing.T, c *net.UnixConn) int64 {
 // (limit+1)th is refused with a logged reason, while another user still
 // attaches, and so does root, whom the limit does not bind.
 func TestPerUserClientLimit(t *testing.T) {
-	needRootUser(t)
+	testenv.NeedRoot(t, "acts as, or gives files to, another user")
 	g, err := user.LookupGroupId(strconv.Itoa(nobodyID))
 	if err != nil {
 		t.Skipf("no group %d: %v", nobodyID, err)

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/link/capture"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"github.com/dimmnet/dimmnet/vdev/wire"
+	"github.com/google/gopacket/pcapgo"
 )
 
 // --link tap: a daemon per guest, each device's TAP on a bridge in a
@@ -21,9 +22,7 @@ func TestLabLinkTAP(t *testing.T) {
 	if os.Getenv("DIMMNET_VM_TESTS") != "1" {
 		t.Skip("VM test: set DIMMNET_VM_TESTS=1")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("--link tap makes a network namespace, a bridge and TAPs: run as root")
-	}
+	testenv.NeedRoot(t, "--link tap makes a network namespace, a bridge and TAPs")
 	dir := t.TempDir()
 	pcap := filepath.Join(t.TempDir(), "lab.pcap")
 	stderr, lab := labLinkRun(t, dir, "tap", []string{"word", "irq"}, "--pcap", pcap)
@@ -34,7 +33,7 @@ func TestLabLinkTAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := capture.NewReader(f)
+	r, err := pcapgo.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +88,7 @@ func TestLabLinkTAP(t *testing.T) {
 // made, naming what needs root and the unprivileged choice. Run as
 // nobody (setpriv) when the tests run as root.
 func TestLabTAPNeedsRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("run as root: the test drops to nobody with setpriv")
-	}
+	testenv.NeedRoot(t, "the test drops to nobody with setpriv")
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		t.Skip("no setpriv (util-linux) to drop privileges with")

@@ -8,17 +8,17 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 )
 
 // lossyPair is two devices whose receive sides are faulted.
-func lossyPair(t *testing.T, cfg vdev.Config, payload int, fc fault.Config) (*vdev.Local, *driver.Driver, *driver.Driver, []*fault.Port) {
+func lossyPair(t *testing.T, cfg vdev.Config, payload int, fc impair.Config) (*vdev.Local, *driver.Driver, *driver.Driver, []*impair.Port) {
 	t.Helper()
-	var fps []*fault.Port
+	var fps []*impair.Port
 	l, ds := wrappedCluster(t, cfg, payload, 2, func(d *vdev.Device, p link.Port) link.Port {
 		c := fc
 		c.Seed += int64(d.Node())
-		fp := fault.Wrap(p, c).(*fault.Port)
+		fp := impair.Wrap(p, c).(*impair.Port)
 		fps = append(fps, fp)
 		return fp
 	})
@@ -37,7 +37,7 @@ func TestLossyLinkDeliversExactlyOnce(t *testing.T) {
 		"loss=0.05,dup=0.02,reorder=0.05,corrupt=0.02,seed=5",
 	} {
 		t.Run(spec, func(t *testing.T) {
-			fc, err := fault.Parse(spec)
+			fc, err := impair.Parse(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestLossyLinkDeliversExactlyOnce(t *testing.T) {
 				}
 			}
 			noStatus(t, b)
-			var st fault.Stats
+			var st impair.Stats
 			for _, fp := range fps {
 				s := fp.Stats()
 				st.Dropped += s.Dropped
@@ -106,7 +106,7 @@ func TestLossyLinkDeliversExactlyOnce(t *testing.T) {
 
 // A peer that stops answering yields UNREACHABLE after MaxTimeouts, not a hang.
 func TestUnreachablePeer(t *testing.T) {
-	_, a, _, _ := lossyPair(t, vdev.Config{MaxTimeouts: 5}, 1024, fault.Config{Loss: 1, Seed: 1})
+	_, a, _, _ := lossyPair(t, vdev.Config{MaxTimeouts: 5}, 1024, impair.Config{Loss: 1, Seed: 1})
 	a.CopyIn(0, pattern(4096, 1))
 	idx := post(t, a, &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 4096, RemoteAddr: 1 << 20, Cookie: 77})
 	s := expectError(t, a, uapi.OpPUSH, idx, 77, uapi.EUnreachable)

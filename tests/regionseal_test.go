@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/region"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,8 +70,8 @@ func TestRegionSealedMemfd(t *testing.T) {
 	}
 	c := dialRegion(t, d.sock(0))
 	seals, err := unix.FcntlInt(uintptr(c.fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals != shm.Seals {
-		t.Fatalf("seals %#x (%v), want %#x", seals, err, shm.Seals)
+	if err != nil || seals != region.Seals {
+		t.Fatalf("seals %#x (%v), want %#x", seals, err, region.Seals)
 	}
 	if err := unix.Ftruncate(c.fd, 0); !errors.Is(err, unix.EPERM) {
 		t.Fatalf("ftruncate to 0: %v, want EPERM", err)

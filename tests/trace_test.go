@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/tracesock"
+	"github.com/dimmnet/dimmnet/vdev/daemon/tracesock"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 

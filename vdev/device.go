@@ -29,7 +29,7 @@ import (
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/shm"
+	"github.com/dimmnet/dimmnet/vdev/region"
 	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
@@ -92,7 +92,7 @@ var ErrConfig = errors.New("bad device config")
 // Device is one dimmnet device.
 type Device struct {
 	cfg  Config
-	shm  *shm.Region
+	shm  *region.Region
 	r    uapi.Region
 	g    uapi.Geometry // the device's own copy: never re-read from the page a driver can scribble on
 	lm   []byte        // link memory
@@ -210,7 +210,7 @@ func New(cfg Config) (*Device, error) {
 	if strings.Contains(path, "%d") { // one pattern for every node of a daemon
 		path = fmt.Sprintf(path, cfg.Node)
 	}
-	reg, err := shm.Create(fmt.Sprintf("dimmnet-node%d", cfg.Node), path, cfg.RegionSize)
+	reg, err := region.Create(fmt.Sprintf("dimmnet-node%d", cfg.Node), path, cfg.RegionSize)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", cfg.Node, err)
 	}

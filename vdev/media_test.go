@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -107,8 +107,8 @@ func TestWrappersVouchAsTheirPort(t *testing.T) {
 		wants bool
 	}{
 		{"hub", func(p link.Port) link.Port { return p }, true},
-		{"faults on the hub", func(p link.Port) link.Port { return fault.Wrap(p, fault.Config{Loss: 0.1}) }, true},
-		{"faults on a segment", func(p link.Port) link.Port { return fault.Wrap(segment{p}, fault.Config{Loss: 0.1}) }, false},
+		{"faults on the hub", func(p link.Port) link.Port { return impair.Wrap(p, impair.Config{Loss: 0.1}) }, true},
+		{"faults on a segment", func(p link.Port) link.Port { return impair.Wrap(segment{p}, impair.Config{Loss: 0.1}) }, false},
 	} {
 		p, err := hub.Attach(wire.NodeMAC(uint16(len(tc.name))))
 		if err != nil {

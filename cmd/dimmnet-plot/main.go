@@ -18,12 +18,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
+	fabricplot "github.com/dimmnet/dimmnet/driver/collective/fabricsim/plot"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench/figplot"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/driver/pingpong/plot"
-	"github.com/dimmnet/dimmnet/vdev/fabric"
-	fabricplot "github.com/dimmnet/dimmnet/vdev/fabric/plot"
 )
 
 func main() {
@@ -120,8 +120,8 @@ func writePlot(name string, series []plot.Series) error {
 }
 
 // fabricRecords recognises fabric-bench output: records that name a table.
-func fabricRecords(b []byte) ([]fabric.Record, bool) {
-	var recs []fabric.Record
+func fabricRecords(b []byte) ([]fabricsim.Record, bool) {
+	var recs []fabricsim.Record
 	if err := json.Unmarshal(b, &recs); err != nil || len(recs) == 0 || recs[0].Table == "" {
 		return nil, false
 	}
@@ -166,7 +166,7 @@ func writeFigures(out string, recs []mpbench.Fig) error {
 }
 
 // writeTables draws each table into OUT-tableN.EXT.
-func writeTables(out string, recs []fabric.Record) error {
+func writeTables(out string, recs []fabricsim.Record) error {
 	ext := filepath.Ext(out)
 	for _, t := range fabricplot.Tables(recs) {
 		name := strings.TrimSuffix(out, ext) + "-table" + t + ext

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/dimmnet/dimmnet/driver/acp/acpbench"
-	"github.com/dimmnet/dimmnet/driver/fmpl"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
@@ -31,7 +31,7 @@ func acpBenchCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
+	if l, ok, _ := ranks.FromEnv(); ok && l.Rank != 0 {
 		return nil // one rank of a launcher's job: rank 0 prints
 	}
 	if *asJSON {

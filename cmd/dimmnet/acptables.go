@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dimmnet/dimmnet/driver/acp/acpbench"
 	"github.com/dimmnet/dimmnet/driver/acp/acptables"
 )
 
@@ -24,5 +25,5 @@ func acpTablesCmd(args []string) error {
 	acptables.PrintFormats(os.Stdout)
 	fmt.Println()
 	fmt.Printf("IPUSH receive area (IPUSH paper Table 1): NPB skeletons on %d devices\n", *ranks)
-	return acptables.PrintReceiveArea(os.Stdout, *ranks)
+	return acptables.PrintReceiveArea(os.Stdout, acpbench.LocalDevices, *ranks)
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/dimmnet/dimmnet/vdev/conform"
+	"github.com/dimmnet/dimmnet/driver/conform"
 )
 
 // conformCmd runs a user's driver program once per situation against a
@@ -39,21 +37,9 @@ func conformCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	sits := conform.Situations()
-	if *only != "" {
-		var pick []conform.Situation
-		for _, n := range strings.Split(*only, ",") {
-			found := false
-			for _, s := range sits {
-				if s.Name == n {
-					pick, found = append(pick, s), true
-				}
-			}
-			if !found {
-				return fmt.Errorf("--only: no situation %q", n)
-			}
-		}
-		sits = pick
+	sits, err := conform.Pick(*only)
+	if err != nil {
+		return fmt.Errorf("--only: %w", err)
 	}
 	progress := progressLine(*quiet)
 	res, err := conform.Run(conform.Config{
@@ -65,38 +51,5 @@ func conformCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	passed := 0
-	for _, r := range res {
-		if r.Pass {
-			passed++
-		}
-	}
-	if *asJSON {
-		if err := writeJSON(os.Stdout, res); err != nil {
-			return err
-		}
-	} else {
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "situation\tresult\tviolations\ttime")
-		for _, r := range res {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f s\n", r.Situation, r.Verdict, r.Violations, r.Seconds)
-		}
-		tw.Flush()
-		for _, r := range res {
-			if !r.Pass {
-				fmt.Printf("\n%s: %s\n", r.Situation, r.Verdict)
-				for _, l := range r.Logged {
-					fmt.Println("  " + l)
-				}
-				if r.Output != "" {
-					fmt.Println("  the program's last lines:\n    " + strings.ReplaceAll(r.Output, "\n", "\n    "))
-				}
-			}
-		}
-		fmt.Printf("\n%d of %d situations passed\n", passed, len(res))
-	}
-	if passed != len(res) {
-		return fmt.Errorf("%d of %d situations failed", len(res)-passed, len(res))
-	}
-	return nil
+	return conform.Report(os.Stdout, res, *asJSON)
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/internal/provenance"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 )
 
 // devicesCmd lists every device a daemon serves (or, with no daemon, the

@@ -16,12 +16,12 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
 	"github.com/dimmnet/dimmnet/internal/provenance"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
 // attachAll attaches to every DIR/node<K>.sock a daemon serves.
-func attachAll(dir string) ([]string, []driver.Transport, error) {
+func attachAll(dir string) ([]string, []driver.Attachment, error) {
 	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
 	if err != nil {
 		return nil, nil, err
@@ -31,7 +31,7 @@ func attachAll(dir string) ([]string, []driver.Transport, error) {
 	}
 	sort.Slice(socks, func(i, j int) bool { return nodeNum(socks[i]) < nodeNum(socks[j]) })
 	var names []string
-	var ts []driver.Transport
+	var ts []driver.Attachment
 	for _, s := range socks {
 		t, err := driver.Dial(s)
 		if err != nil {
@@ -166,7 +166,7 @@ func statCmd(args []string) error {
 // attachOne attaches to the device stat and trace name: a socket (a bare
 // name is in serve's default directory), else node0.sock there if a
 // daemon serves it, else the device on this guest's PCI bus.
-func attachOne(sock string) (string, driver.Transport, error) {
+func attachOne(sock string) (string, driver.Attachment, error) {
 	if sock == "" {
 		if p := filepath.Join(rundir.Default(), "node0.sock"); fileExists(p) {
 			sock = "node0.sock"

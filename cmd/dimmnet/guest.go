@@ -20,20 +20,8 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
+	"github.com/dimmnet/dimmnet/qemu/lab"
 	"golang.org/x/sys/unix"
-)
-
-// Console protocol between a guest and `dimmnet lab`: one line each, so the
-// host can parse a serial log that the kernel may interleave with its own.
-const (
-	markBooted   = "DIMMNET-BOOTED"   // seconds since the kernel started
-	markResult   = "DIMMNET-RESULT"   // one JSON pingpong.Result
-	markVerified = "DIMMNET-VERIFIED" // payloads checked byte for byte
-	markDone     = "DIMMNET-DONE"     // "ok" or "error: ..."
-	markAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
-	markIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
-	markStorm    = "DIMMNET-STORM"    // "N times in D": a storming guest's Doorbell stores
-	markDevice   = "DIMMNET-DEVICE"   // one JSON devinfo.Device: the guest's device as dimmnet devices lists it
 )
 
 // Raw region layout (the lab's ivshmem-plain device both guests map): one
@@ -55,9 +43,9 @@ const (
 func guestInit() {
 	err := guestMain()
 	if err != nil {
-		fmt.Printf("%s error: %v\n", markDone, err)
+		fmt.Printf("%s error: %v\n", lab.MarkDone, err)
 	} else {
-		fmt.Printf("%s ok\n", markDone)
+		fmt.Printf("%s ok\n", lab.MarkDone)
 	}
 	unix.Sync()
 	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
@@ -75,7 +63,7 @@ func guestMain() error {
 		}
 	}
 	if up, err := os.ReadFile("/proc/uptime"); err == nil {
-		fmt.Printf("%s %s\n", markBooted, strings.Fields(string(up))[0])
+		fmt.Printf("%s %s\n", lab.MarkBooted, strings.Fields(string(up))[0])
 	}
 	if _, err := os.Stat(driver.PCISysfs); err != nil {
 		return fmt.Errorf("no %s: the kernel needs CONFIG_PCI and CONFIG_SYSFS", driver.PCISysfs)
@@ -86,7 +74,7 @@ func guestMain() error {
 		// Bind the device to vfio-pci first, so `dimmnet stat` and any
 		// driver started from the shell attach through VFIO.
 		if bdfs, err := driver.FindPCI(); err == nil {
-			fmt.Printf("%s %s\n", markAttach, prepareVFIO(bdfs[0]))
+			fmt.Printf("%s %s\n", lab.MarkAttach, prepareVFIO(bdfs[0]))
 		}
 		sh := exec.Command("/bin/sh")
 		sh.Stdin, sh.Stdout, sh.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -144,7 +132,7 @@ func guestPingPong(args map[string]string) error {
 	}
 	irqFns, _ := driver.FindDoorbellPCI()
 	how := prepareVFIO(bdfs[0])
-	fmt.Printf("%s %s\n", markAttach, how)
+	fmt.Printf("%s %s\n", lab.MarkAttach, how)
 	irqFn, err := openRawIRQ(how, irqFns)
 	if err != nil {
 		fmt.Printf("guest: no raw interrupt baseline: %v\n", err)
@@ -155,19 +143,12 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if dev, err := devinfo.Read(bdfs[0], t.Region()); err == nil {
-		b, _ := json.Marshal(dev)
-		fmt.Printf("%s %s\n", markDevice, b)
-	}
+	printDevice(bdfs[0], t)
 	d, err := driver.Open(t)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if n, ok := driver.Interrupts(t); ok {
-			fmt.Printf("%s %d\n", markIRQs, n)
-		}
-	}()
+	defer printIRQs(t)
 	pos, _ := driver.IVPosition(t)
 	fmt.Printf("guest: node %d, ivshmem peer %d, %s, attached through %s\n", d.Node(), pos, args["dimmnet.role"], driver.AttachKind(t))
 	side := &pingpong.Side{D: d, Peer: uint16(peer), Verify: true}
@@ -210,19 +191,19 @@ func guestPingPong(args map[string]string) error {
 	if initiator && args["dimmnet.storm"] == "1" {
 		defer doorbellStorm(t)()
 	}
-	for _, st := range newPlan(maxSize, iters, 0) {
+	for _, st := range pingpong.NewPlan(maxSize, iters, 0) {
 		if initiator {
-			r, err := pingpong.Initiate(side, st.mode, st.cond, st.size, st.bud.Warm, st.bud.Max)
+			r, err := pingpong.Initiate(side, st.Mode, st.Cond, st.Size, st.Budget.Warm, st.Budget.Max)
 			if err != nil {
 				return err
 			}
 			r.Path, r.Attach = "vm", driver.AttachKind(t)
 			emit(r)
-		} else if err := pingpong.Respond(side, st.mode, st.cond, st.size, st.bud.Warm+st.bud.Max); err != nil {
+		} else if err := pingpong.Respond(side, st.Mode, st.Cond, st.Size, st.Budget.Warm+st.Budget.Max); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("%s %d\n", markVerified, side.Verified)
+	fmt.Printf("%s %d\n", lab.MarkVerified, side.Verified)
 	return nil
 }
 
@@ -231,7 +212,7 @@ func guestPingPong(args map[string]string) error {
 // VFIO or sysfs) in a tight loop, each store a write of the daemon's
 // doorbell eventfd by QEMU, while the guest's ping-pong goes on. The
 // returned function stops it and reports the stores on the console.
-func doorbellStorm(t driver.Transport) func() {
+func doorbellStorm(t driver.Attachment) func() {
 	var stop atomic.Bool
 	var rings uint64
 	var serr error
@@ -252,7 +233,7 @@ func doorbellStorm(t driver.Transport) func() {
 		if serr != nil {
 			fmt.Printf("guest: doorbell storm stopped after %d stores: %v\n", rings, serr)
 		}
-		fmt.Printf("%s %d times in %.1f s\n", markStorm, rings, time.Since(start).Seconds())
+		fmt.Printf("%s %d times in %.1f s\n", lab.MarkStorm, rings, time.Since(start).Seconds())
 	}
 }
 
@@ -379,7 +360,7 @@ func medianHalfUs(rtts []int64) float64 {
 
 func emit(r pingpong.Result) {
 	b, _ := json.Marshal(r)
-	fmt.Printf("%s %s\n", markResult, b)
+	fmt.Printf("%s %s\n", lab.MarkResult, b)
 }
 
 // napFor waits until *p == v, sleeping a millisecond between looks: the
@@ -408,4 +389,21 @@ func spinFor(p *uint64, v uint64, limit time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// printDevice prints the guest's device as `dimmnet devices` lists it, for
+// the lab to check.
+func printDevice(bdf string, t driver.Attachment) {
+	if dev, err := devinfo.Read(bdf, t.Region()); err == nil {
+		b, _ := json.Marshal(dev)
+		fmt.Printf("%s %s\n", lab.MarkDevice, b)
+	}
+}
+
+// printIRQs prints how many times the device's MSI-X interrupt woke the
+// guest, where the attachment counts them.
+func printIRQs(t driver.Attachment) {
+	if n, ok := driver.Interrupts(t); ok {
+		fmt.Printf("%s %d\n", lab.MarkIRQs, n)
+	}
 }

@@ -8,15 +8,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/daemon"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // linkOpts says what carries the embedded pair's frames.
@@ -29,30 +28,18 @@ type linkOpts struct {
 	check   bool   // checked devices (vdev.Config.Check)
 }
 
-// keyFor loads the pre-shared key of --key, or nil without one.
-func keyFor(path string) (*auth.Key, error) {
-	if path == "" {
-		return nil, nil
-	}
-	k, err := auth.LoadKey(path)
-	if err != nil {
-		return nil, fmt.Errorf("--key: %w", err)
-	}
-	return &k, nil
-}
-
 // ports builds the two devices' ports (nodes 1 and 2) on the chosen medium
 // and returns a cleanup that removes whatever was set up (namespace,
 // interfaces, capture file).
 func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error, error) {
-	var fc fault.Config
+	var fc impair.Config
 	if o.fault != "" {
 		var err error
-		if fc, err = fault.Parse(o.fault); err != nil {
+		if fc, err = impair.Parse(o.fault); err != nil {
 			return nil, nil, err
 		}
 	}
-	key, err := keyFor(o.key)
+	key, err := daemon.KeyFor(o.key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,7 +84,7 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 				cleanup()
 				return nil, nil, err
 			}
-			if err := setMTU(ns, 9000, ifs[:]...); err != nil { // jumbo frames: fewer packets per MiB
+			if err := netsetup.SetMTU(ns, 9000, ifs[:]...); err != nil { // jumbo frames: fewer packets per MiB
 				cleanup()
 				return nil, nil, err
 			}
@@ -140,7 +127,7 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 		if fc.Active() {
 			c := fc
 			c.Seed += int64(d.Node()) // the two directions differ, repeatably
-			p = fault.Wrap(p, c)
+			p = impair.Wrap(p, c)
 		}
 		if o.pcap != "" && d.Node() == 1 { // one side sees every frame of the pair
 			if pcapFile, err = os.Create(o.pcap); err != nil {
@@ -156,144 +143,6 @@ func (o linkOpts) ports() (func(d *vdev.Device) (link.Port, error), func() error
 	return wrapped, cleanup, nil
 }
 
-// setMTU sets the MTU of interfaces in ns.
-func setMTU(ns netns.NsHandle, mtu int, names ...string) error {
-	return netsetup.Run(ns, func() error {
-		for _, n := range names {
-			l, err := netlink.LinkByName(n)
-			if err != nil {
-				return fmt.Errorf("find %s: %w", n, err)
-			}
-			if err := netlink.LinkSetMTU(l, mtu); err != nil {
-				return fmt.Errorf("mtu %d on %s: %w", mtu, n, err)
-			}
-		}
-		return nil
-	})
-}
-
-// daemonPorts opens the daemon's devices' ports on the chosen medium: the
-// in-memory hub (every device in this daemon), UDP to the nodes a peers
-// file lists (daemons on several hosts), AF_PACKET on an interface, or one
-// TAP per device on a bridge (VMs on one host). Interfaces are looked up,
-// made and opened in ns (netns.None(): the daemon's own namespace), so a
-// daemon can serve a network namespace someone else made, as the lab's
-// --link tap|afpacket does, without running in it. The cleanup removes
-// TAPs (and a bridge) the daemon made.
-func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname, bridge, faultSpec, keyFile string) (func(d *vdev.Device) (link.Port, error), func() error, error) {
-	var fc fault.Config
-	if faultSpec != "" {
-		var err error
-		if fc, err = fault.Parse(faultSpec); err != nil {
-			return nil, nil, err
-		}
-	}
-	key, err := keyFor(keyFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	var open func(d *vdev.Device) (link.Port, error)
-	var made []string
-	cleanup := func() error {
-		var errs []error
-		for i := len(made) - 1; i >= 0; i-- { // TAPs before the bridge they joined
-			errs = append(errs, netsetup.Delete(ns, made[i]))
-		}
-		return errors.Join(errs...)
-	}
-	// inNS opens a port on a thread in ns: the socket or TAP descriptor
-	// stays bound to that namespace's interface afterwards.
-	inNS := func(f func() (link.Port, error)) (link.Port, error) {
-		var p link.Port
-		err := netsetup.Run(ns, func() error {
-			var err error
-			p, err = f()
-			return err
-		})
-		return p, err
-	}
-	switch kind {
-	case "", "mem":
-		hub := link.NewHub(payload+wire.FrameOverhead, 256)
-		open = func(d *vdev.Device) (link.Port, error) { return hub.Attach(d.MAC()) }
-	case "udp":
-		if peersFile == "" {
-			return nil, nil, errors.New("--link udp needs --peers FILE (lines: node <id> <host:port>)")
-		}
-		f, err := os.Open(peersFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		peers, err := link.ParsePeers(f)
-		f.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("peers file %s: %w", peersFile, err)
-		}
-		mtu := min(payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
-		open = func(d *vdev.Device) (link.Port, error) {
-			own, ok := peers[d.MAC().String()]
-			if !ok {
-				return nil, fmt.Errorf("peers file %s has no line for node %d", peersFile, d.Node())
-			}
-			return inNS(func() (link.Port, error) { return link.ListenUDP(own, d.MAC(), peers, mtu) })
-		}
-	case "afpacket":
-		if ifname == "" {
-			return nil, nil, errors.New("--link afpacket needs --ifname IF")
-		}
-		open = func(d *vdev.Device) (link.Port, error) {
-			p, err := inNS(func() (link.Port, error) { return link.OpenAFPacket(ifname, d.MAC()) })
-			if err != nil {
-				return nil, fmt.Errorf("node %d on %s: %w", d.Node(), ifname, err)
-			}
-			return p, nil
-		}
-	case "tap":
-		if bridge == "" {
-			return nil, nil, errors.New("--link tap needs --bridge NAME")
-		}
-		err := netsetup.Run(ns, func() error {
-			if _, err := netlink.LinkByName(bridge); err != nil { // ours to remove on exit
-				made = append(made, bridge)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := netsetup.Bridge(ns, bridge); err != nil {
-			return nil, nil, err
-		}
-		open = func(d *vdev.Device) (link.Port, error) {
-			name := fmt.Sprintf("dimmnet%d", d.Node())
-			if err := netsetup.TAP(ns, name, bridge, net.HardwareAddr{0x02, 0x54, 0x41, 0x50, byte(d.Node() >> 8), byte(d.Node())}); err != nil {
-				return nil, err
-			}
-			made = append(made, name)
-			p, err := inNS(func() (link.Port, error) { return link.OpenTAP(name, d.MAC()) })
-			if err != nil {
-				return nil, fmt.Errorf("node %d on %s: %w", d.Node(), name, err)
-			}
-			return p, nil
-		}
-	default:
-		return nil, nil, fmt.Errorf("--link %q: want mem, udp, afpacket or tap", kind)
-	}
-	wrapped := func(d *vdev.Device) (link.Port, error) {
-		p, err := open(d)
-		if err != nil {
-			return nil, err
-		}
-		if fc.Active() {
-			c := fc
-			c.Seed += int64(d.Node())
-			p = fault.Wrap(p, c)
-		}
-		return auth.Keyed(p, key) // last, so faults act on the frames as the medium carries them
-	}
-	return wrapped, cleanup, nil
-}
-
 // rankFlags adds --key and --check to a command whose ranks are other
 // processes (mpbench, acp-bench).
 func rankFlags(fs *flag.FlagSet) (keyFile *string, check *bool) {
@@ -303,7 +152,7 @@ func rankFlags(fs *flag.FlagSet) (keyFile *string, check *bool) {
 }
 
 // setRankEnv hands --key and --check to the rank processes, which read
-// them from the environment (rankdev), as ranks an outside launcher
+// them from the environment (driver/ranks), as ranks an outside launcher
 // starts do.
 func setRankEnv(keyFile string, check bool) error {
 	if keyFile != "" {

@@ -2,31 +2,13 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 
-	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/mpbench"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/loadavg"
-	"github.com/dimmnet/dimmnet/internal/provenance"
 )
-
-// writeJSONLines writes one JSON record per line to the file name, each
-// with the run's provenance (medium: the ranks' link).
-func writeJSONLines[T any](name string, recs []T, medium string) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	enc := provenance.NewEncoder(f)
-	enc.Info.Medium = medium
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
-}
 
 // mpbenchCmd runs FMPL's measurements beside raw PUSH and Open MPI; under
 // mpirun it is one rank of the job and rank 0 prints.
@@ -43,7 +25,7 @@ func mpbenchCmd(args []string) error {
 	figures := fs.Bool("figures", false, "sweep the FMPL paper's Figs. 7-11 (2..16 ranks; sizes 8 B..--max) beside Open MPI and the paper's stated values")
 	inprocess := fs.Bool("inprocess", false, "--figures: ranks only as devices in this process (default: in-process and as processes)")
 	processes := fs.Bool("processes", false, "--figures: ranks only as processes")
-	ranks := fs.String("ranks", "2-16", "--figures: rank counts, e.g. 2-16 or 2,4,8,16 (the largest is Fig. 10's)")
+	rankList := fs.String("ranks", "2-16", "--figures: rank counts, e.g. 2-16 or 2,4,8,16 (the largest is Fig. 10's)")
 	loops := fs.Int("loops", 5, "--figures: timed loops per median")
 	keyFile, check := rankFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -52,8 +34,9 @@ func mpbenchCmd(args []string) error {
 	if err := setRankEnv(*keyFile, *check); err != nil {
 		return err
 	}
+	out := mpbench.Output{JSONOut: *jsonOut, AsJSON: *asJSON}
 	if *figures {
-		rs, err := mpbench.ParseRanks(*ranks)
+		rs, err := mpbench.ParseRanks(*rankList)
 		if err != nil {
 			return err
 		}
@@ -62,51 +45,14 @@ func mpbenchCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		if *jsonOut != "" {
-			if err := writeJSONLines(*jsonOut, recs, *linkKind); err != nil {
-				return err
-			}
-		}
-		if *asJSON {
-			enc := provenance.NewEncoder(os.Stdout)
-			enc.Info.Medium = *linkKind
-			for _, r := range recs {
-				enc.Encode(r)
-			}
-			return nil
-		}
-		mpbench.PrintFigures(os.Stdout, recs, loadavg.String())
-		return nil
+		return mpbench.Emit(out, recs, func(w io.Writer) { mpbench.PrintFigures(w, recs, loadavg.String()) })
 	}
 	recs, err := mpbench.Run(mpbench.Options{NP: *np, Link: *linkKind, MaxSize: *maxSize, Scale: *scale, NoOMPI: *noOMPI, Stages: *stages}, os.Stderr)
 	if err != nil {
 		return err
 	}
-	if l, ok, _ := fmpl.FromEnv(); ok && l.Rank != 0 {
+	if l, ok, _ := ranks.FromEnv(); ok && l.Rank != 0 {
 		return nil
 	}
-	if *jsonOut != "" {
-		f, err := os.Create(*jsonOut)
-		if err != nil {
-			return err
-		}
-		enc := provenance.NewEncoder(f)
-		enc.Info.Medium = *linkKind
-		for _, r := range recs {
-			enc.Encode(r)
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		enc := provenance.NewEncoder(os.Stdout)
-		enc.Info.Medium = *linkKind
-		for _, r := range recs {
-			enc.Encode(r)
-		}
-		return nil
-	}
-	mpbench.Print(os.Stdout, recs, *linkKind)
-	return nil
+	return mpbench.Emit(out, recs, func(w io.Writer) { mpbench.Print(w, recs, *linkKind) })
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,15 +12,13 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
-	"github.com/dimmnet/dimmnet/internal/provenance"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +63,7 @@ func pingpongCmd(args []string) error {
 	if *runTime <= 0 || *rawTime <= 0 {
 		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
 	}
-	pl := newPlan(*maxSize, *iters, *runTime)
+	pl := pingpong.NewPlan(*maxSize, *iters, *runTime)
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
 	progress := progressLine(*quiet || *responder != "" || *shmResponder != "")
 	defer progress("")
@@ -134,20 +131,20 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return writeJSON(os.Stdout, slices.Concat(res, raw, local), *linkKind)
+			return pingpong.WriteJSON(os.Stdout, slices.Concat(res, raw, local), *linkKind)
 		}
-		printTable(os.Stdout, pp.title, res)
+		pingpong.PrintTable(os.Stdout, pp.title, res)
 		pingpong.PrintRaw(os.Stdout, res, raw)
 		if lo.kind == "shm" {
-			printBaseline(os.Stdout, res, rawOf(raw, pingpong.CondWord).RTTHalfP50Us, rawOf(raw, pingpong.CondMemcpy).MBps)
+			pingpong.PrintBaseline(os.Stdout, res, rawOf(raw, pingpong.CondWord).RTTHalfP50Us, rawOf(raw, pingpong.CondMemcpy).MBps)
 		}
 		if *verify {
-			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", verifiedIn(res), respVerified)
+			fmt.Printf("payloads verified byte for byte: %d by the initiator, %d by the responder\n", pingpong.VerifiedIn(res), respVerified)
 		}
 		if *compare {
 			fmt.Println()
-			printTable(os.Stdout, "embedded two-node in-process devices", local)
-			printRatio(os.Stdout, res, local)
+			pingpong.PrintTable(os.Stdout, "embedded two-node in-process devices", local)
+			pingpong.PrintRatio(os.Stdout, res, local)
 		}
 		return nil
 	case *breakdown:
@@ -162,7 +159,7 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return writeJSON(os.Stdout, b, *linkKind)
+			return pingpong.WriteJSON(os.Stdout, b, *linkKind)
 		}
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
@@ -210,30 +207,30 @@ func pingpongCmd(args []string) error {
 	}
 	if *asJSON {
 		progress("")
-		return writeJSON(os.Stdout, res, *linkKind)
+		return pingpong.WriteJSON(os.Stdout, res, *linkKind)
 	}
 	progress("raw baselines: word ping-pong through shared memory, memcpy")
 	raw := pingpong.RawWordPingPong(20000)
 	cp := pingpong.RawMemcpy(min(*maxSize, 1<<20), 200)
 	progress("")
 	if lo.fault != "" {
-		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", no faults (the baseline)", lossless)
+		pingpong.PrintTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", no faults (the baseline)", lossless)
 		fmt.Println()
-		printTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
+		pingpong.PrintTable(os.Stdout, "embedded two-node in-process devices, link "+lo.kind+", faults "+lo.fault, res)
 		pingpong.PrintLossRatio(os.Stdout, res)
 	} else {
 		title := "embedded two-node in-process devices, link " + lo.kind
 		if lo.key != "" {
-			printTable(os.Stdout, title+", no key (the baseline)", unkeyed)
+			pingpong.PrintTable(os.Stdout, title+", no key (the baseline)", unkeyed)
 			fmt.Println()
 			title += ", every frame authenticated (--key)"
 		}
-		printTable(os.Stdout, title, res)
+		pingpong.PrintTable(os.Stdout, title, res)
 	}
 	if lo.key != "" {
 		pingpong.PrintKeyRatio(os.Stdout, res)
 	}
-	printBaseline(os.Stdout, res, raw, cp)
+	pingpong.PrintBaseline(os.Stdout, res, raw, cp)
 	var rec pingpong.Recovery
 	for _, r := range res {
 		rec.Retransmits += r.Retransmits
@@ -250,79 +247,13 @@ func pingpongCmd(args []string) error {
 		fmt.Printf("link recovery: %d retransmits, %d timeouts, %d duplicates dropped, %d CRC failures\n", rec.Retransmits, rec.Timeouts, rec.Duplicates, rec.CRCFail)
 	}
 	if *verify {
-		fmt.Printf("payloads verified byte for byte: %d messages, both directions, warm-up included (timings include the check)", verifiedIn(res))
+		fmt.Printf("payloads verified byte for byte: %d messages, both directions, warm-up included (timings include the check)", pingpong.VerifiedIn(res))
 		if lo.fault != "" {
-			fmt.Printf("; %d more in the lossless baseline", verifiedIn(lossless))
+			fmt.Printf("; %d more in the lossless baseline", pingpong.VerifiedIn(lossless))
 		}
 		fmt.Println()
 	}
 	return nil
-}
-
-// verifiedIn sums the records' verified counts.
-func verifiedIn(res []pingpong.Result) int {
-	n := 0
-	for _, r := range res {
-		n += r.Verified
-	}
-	return n
-}
-
-// step is one measurement of a run; both processes of a two-process run
-// walk the same plan, so they agree on sizes and warm-ups without
-// talking, and the initiator tells the responder each timed count.
-type step struct {
-	mode, cond string
-	size       int
-	bud        pingpong.Budget
-	// runTime, when set, is the whole run's time (the same in every
-	// step), which paces the timed counts (see pacer).
-	runTime time.Duration
-}
-
-// maxWarm bounds a measurement's warm-up: the counts a fast path wants
-// (thousands) take a second on a slow one.
-const maxWarm = 200
-
-// newPlan is the run's measurements: iters timed round trips each if
-// iters > 0, else counted by time to take runTime in all if it is set,
-// else the fixed counts pingpong.Iters gives (a plan walked by two sides
-// that cannot talk, such as two lab guests).
-func newPlan(maxSize, iters int, runTime time.Duration) []step {
-	var pl []step
-	combos := [][2]string{{pingpong.ModePush, pingpong.CondLinkMem}, {pingpong.ModeIPush, pingpong.CondLinkMem},
-		{pingpong.ModePush, pingpong.CondHostCopy}, {pingpong.ModeIPush, pingpong.CondHostCopy}}
-	for _, size := range pingpong.Sizes(maxSize) {
-		for _, c := range combos {
-			warm, it := pingpong.Iters(size)
-			st := step{c[0], c[1], size, pingpong.Count(warm, it), 0}
-			switch {
-			case iters > 0: // a chosen count: warm up in proportion
-				st.bud = pingpong.Count(max(iters/10, 2), iters)
-			case runTime > 0: // counted by time, never more than the fixed count
-				st.bud, st.runTime = pingpong.Budget{Warm: min(warm, maxWarm), Min: min(20, it), Max: it}, runTime
-			}
-			pl = append(pl, st)
-		}
-	}
-	return pl
-}
-
-// pacer returns each step's budget in turn, its time an even share of
-// what is left of the run's, counted from the first step.
-func pacer(pl []step) func(step) pingpong.Budget {
-	var p *pingpong.Pacer
-	return func(st step) pingpong.Budget {
-		if st.runTime <= 0 {
-			return st.bud
-		}
-		if p == nil {
-			p = pingpong.NewPacer(st.runTime, len(pl))
-		}
-		b := st.bud
-		b.Time = p.Next()
-		return b
-	}
 }
 
 // localPair is the embedded default: two in-process devices, nodes 1 and
@@ -376,17 +307,17 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 	return sides, closeAll, nil
 }
 
-func runInProcess(lo linkOpts, maxSize int, verify bool, pl []step, progress func(string)) ([]pingpong.Result, error) {
+func runInProcess(lo linkOpts, maxSize int, verify bool, pl []pingpong.Step, progress func(string)) ([]pingpong.Result, error) {
 	sides, closeFn, err := localPair(lo, maxSize, verify)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFn()
 	var res []pingpong.Result
-	budget := pacer(pl)
+	budget := pingpong.Pace(pl)
 	for i, st := range pl {
-		progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
-		r, err := pingpong.RunFor(sides[0], sides[1], st.mode, st.cond, st.size, budget(st))
+		progress(fmt.Sprintf("pingpong %d/%d: %s %s %s", i+1, len(pl), st.Mode, st.Cond, pingpong.SizeName(st.Size)))
+		r, err := pingpong.RunFor(sides[0], sides[1], st.Mode, st.Cond, st.Size, budget(st))
 		if err != nil {
 			return nil, err
 		}
@@ -442,7 +373,7 @@ func dialDevice(sock string) (*driver.Driver, func(), error) {
 // initiateProcess opens its device, starts this program again as the
 // responder on the other, and runs the plan against it. It also returns
 // how many messages the responder verified.
-func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, progress func(string)) ([]pingpong.Result, int, error) {
+func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []pingpong.Step, progress func(string)) ([]pingpong.Result, int, error) {
 	d, release, err := pp.open()
 	if err != nil {
 		return nil, 0, err
@@ -528,11 +459,11 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 		ended <- e
 	}()
 	var res []pingpong.Result
-	budget := pacer(pl)
+	budget := pingpong.Pace(pl)
 	tell := func(n int) error { _, err := fmt.Fprintf(counts, "%d\n", n); return err }
 	for i, st := range pl {
-		progress(fmt.Sprintf("pingpong (two processes, %s) %d/%d: %s %s %s", pp.path, i+1, len(pl), st.mode, st.cond, sizeName(st.size)))
-		r, err := pingpong.InitiateFor(a, st.mode, st.cond, st.size, budget(st), tell)
+		progress(fmt.Sprintf("pingpong (two processes, %s) %d/%d: %s %s %s", pp.path, i+1, len(pl), st.Mode, st.Cond, pingpong.SizeName(st.Size)))
+		r, err := pingpong.InitiateFor(a, st.Mode, st.Cond, st.Size, budget(st), tell)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -547,7 +478,7 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []step, prog
 // not -1, set up, say ready, serve the plan (each measurement's timed
 // count read from stdin, as the initiator chose it), say how many
 // messages it verified.
-func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize int, verify bool, cpu int, pl []step) error {
+func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize int, verify bool, cpu int, pl []pingpong.Step) error {
 	if peer < 0 || peer > 65535 {
 		return fmt.Errorf("a responder needs --peer NODE (the initiator's node id)")
 	}
@@ -577,47 +508,12 @@ func respondProcess(open func() (*driver.Driver, func(), error), peer, maxSize i
 		return n, nil
 	}
 	for _, st := range pl {
-		if err := pingpong.RespondFor(b, st.mode, st.cond, st.size, st.bud.Warm, count); err != nil {
+		if err := pingpong.RespondFor(b, st.Mode, st.Cond, st.Size, st.Budget.Warm, count); err != nil {
 			return err
 		}
 	}
 	fmt.Printf("verified %d\n", b.Verified)
 	return nil
-}
-
-// printRatio shows how much the two-process path costs over the in-process one.
-func printRatio(w io.Writer, proc, local []pingpong.Result) {
-	fmt.Fprintln(w, "\ntwo processes / in-process, RTT/2 (mean; median in parentheses)")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tPUSH linkmem\tIPUSH linkmem\tPUSH hostcopy\tIPUSH hostcopy\t")
-	for i := 0; i+3 < len(proc) && i+3 < len(local); i += 4 {
-		fmt.Fprintf(tw, "%s\t", sizeName(proc[i].Size))
-		for j := i; j < i+4; j++ {
-			fmt.Fprintf(tw, "%.2fx (%.2fx)\t", proc[j].RTTHalfUs/local[j].RTTHalfUs, proc[j].RTTHalfP50Us/local[j].RTTHalfP50Us)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-}
-
-// printBaseline sets the smallest and largest rows beside the raw floor
-// measured in the same run: a 64-bit word bounced between two goroutines
-// through shared memory, and a plain memcpy.
-func printBaseline(w io.Writer, res []pingpong.Result, raw, cp float64) {
-	fmt.Fprintf(w, "\nraw baseline, same run: word ping-pong RTT/2 %.3f µs; memcpy %.0f MB/s\n", raw, cp)
-	small, big := res[0].Size, res[len(res)-1].Size
-	for _, r := range res {
-		if r.Condition != pingpong.CondLinkMem {
-			continue
-		}
-		switch r.Size {
-		case small:
-			fmt.Fprintf(w, "  %-5s %s %s: RTT/2 mean %.2f µs = %.1fx the raw word ping-pong; median %.2f µs = %.1fx\n",
-				r.Mode, sizeName(r.Size), r.Condition, r.RTTHalfUs, r.RTTHalfUs/raw, r.RTTHalfP50Us, r.RTTHalfP50Us/raw)
-		case big:
-			fmt.Fprintf(w, "  %-5s %s %s: %.0f MB/s = %.2fx memcpy\n", r.Mode, sizeName(r.Size), r.Condition, r.MBps, r.MBps/cp)
-		}
-	}
 }
 
 // progressLine returns a function that shows progress on stderr: one line
@@ -638,48 +534,3 @@ func progressLine(quiet bool) func(string) {
 		}
 	}
 }
-
-// writeJSON prints records (a slice of them: one indented array), each
-// stamped with the run's provenance; medium, when known, is the link the
-// run used.
-func writeJSON(w io.Writer, v any, medium ...string) error {
-	e := provenance.NewEncoder(w)
-	if len(medium) > 0 {
-		e.Info.Medium = medium[0]
-	}
-	e.SetIndent("", "  ")
-	return e.Encode(v)
-}
-
-// printTable prints one row per size with RTT/2 and MB/s for each
-// (mode, condition) pair, the paper's Figure 8 in numbers.
-func printTable(w io.Writer, what string, res []pingpong.Result) {
-	type key struct {
-		mode, cond string
-		size       int
-	}
-	m := map[key]pingpong.Result{}
-	var sizes []int
-	for _, r := range res {
-		if _, seen := m[key{pingpong.ModePush, pingpong.CondLinkMem, r.Size}]; !seen && r.Mode == pingpong.ModePush && r.Condition == pingpong.CondLinkMem {
-			sizes = append(sizes, r.Size)
-		}
-		m[key{r.Mode, r.Condition, r.Size}] = r
-	}
-	fmt.Fprintf(w, "dimmnet ping-pong, %s: RTT/2 in µs and bandwidth (size / RTT/2) in MB/s\n", what)
-	fmt.Fprintln(w, "linkmem = Table 5 conditions (1)/(2): data left in link memory; hostcopy = conditions (3)/(4): status read and payload copied to host memory")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tPUSH linkmem µs\tMB/s\tIPUSH linkmem µs\tMB/s\tPUSH hostcopy µs\tMB/s\tIPUSH hostcopy µs\tMB/s\t")
-	for _, s := range sizes {
-		fmt.Fprintf(tw, "%s\t", sizeName(s))
-		for _, c := range [][2]string{{"push", "linkmem"}, {"ipush", "linkmem"}, {"push", "hostcopy"}, {"ipush", "hostcopy"}} {
-			r := m[key{c[0], c[1], s}]
-			fmt.Fprintf(tw, "%.2f\t%.1f\t", r.RTTHalfUs, r.MBps)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-	fmt.Fprintln(w, "DIMMnet-2 hardware (paper): min RTT/2 1.74 (PUSH) / 1.78 (IPUSH) µs linkmem, 3.84 / 3.89 µs hostcopy; max 644 / 643 MB/s linkmem, 242 / 241 MB/s hostcopy")
-}
-
-func sizeName(n int) string { return pingpong.SizeName(n) }

@@ -6,6 +6,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/vdev"
+	"github.com/dimmnet/dimmnet/vdev/daemon"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -34,7 +35,7 @@ func shmPair(dir string, payload int, keyFile string, check, bind bool) procPair
 // link and opens a driver on it (run to completion: the driver's thread
 // runs the device while it waits).
 func shmDevice(dir string, node uint16, payload int, keyFile string, check bool) (*driver.Driver, func(), error) {
-	key, err := keyFor(keyFile)
+	key, err := daemon.KeyFor(keyFile)
 	if err != nil {
 		return nil, nil, err
 	}

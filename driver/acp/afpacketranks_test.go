@@ -6,16 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // afpacketSegment makes a namespace with a bridge and n veths for one
 // test and removes it afterwards; the test skips without root.
 func afpacketSegment(t *testing.T, n int) *netsetup.Segment {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes a network namespace, a bridge and veths, and opens AF_PACKET sockets")
-	}
+	testenv.NeedRoot(t, "makes a network namespace, a bridge and veths, and opens AF_PACKET sockets")
 	name := fmt.Sprintf("dntest-acp-%d", os.Getpid())
 	seg, err := netsetup.NewSegment(name, n, 9000)
 	if err != nil {

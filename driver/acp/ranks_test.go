@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver/acp"
-	"github.com/dimmnet/dimmnet/driver/fmpl"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // The tests here run ranks as real processes of this test binary, each
@@ -41,11 +40,11 @@ func rankMain(args []string) error {
 	if len(args) != 1 || scenarios[args[0]] == nil {
 		return fmt.Errorf("want a scenario name, have %q", args)
 	}
-	l, ok, err := fmpl.FromEnv()
+	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
 	}
-	dev, err := rankdev.Open(rankdev.Options{Link: os.Getenv("ACP_TEST_LINK"), Dir: os.Getenv("ACP_TEST_DIR"),
+	dev, err := ranks.Open(ranks.Options{Link: os.Getenv("ACP_TEST_LINK"), Dir: os.Getenv("ACP_TEST_DIR"),
 		Peers: os.Getenv("ACP_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 8 << 20})
 	if err != nil {
 		return err
@@ -180,7 +179,7 @@ func runRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...
 		c.Stdout, c.Stderr = bufs[r], bufs[r]
 		cmds[r] = c
 	}
-	if err := rankdev.StartRanks(seg, cmds); err != nil {
+	if err := ranks.StartRanks(seg, cmds); err != nil {
 		t.Fatal(err)
 	}
 	hung := false
@@ -247,7 +246,7 @@ func TestDeviceAtomicsOverUDP(t *testing.T) {
 func loopbackPeers(t *testing.T, n int) string {
 	t.Helper()
 	peers := t.TempDir() + "/peers"
-	if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(n)...); err != nil {
+	if err := link.WriteLoopbackPeers(peers, ranks.Nodes(n)...); err != nil {
 		t.Fatal(err)
 	}
 	return peers

@@ -10,7 +10,7 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -163,7 +163,7 @@ func TestThirdPartyCopyPaths(t *testing.T) {
 // the PUSH on the same session, is placed only after every packet before
 // it. Rank 0 reads each copy back at once after Complete.
 func TestThirdPartyCopyLandedOnLossyLink(t *testing.T) {
-	fc, err := fault.Parse("loss=0.05,dup=0.05,reorder=0.2,seed=11")
+	fc, err := impair.Parse("loss=0.05,dup=0.05,reorder=0.2,seed=11")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestThirdPartyCopyLandedOnLossyLink(t *testing.T) {
 			}
 			c := fc
 			c.Seed += int64(d.Node())
-			return fault.Wrap(p, c), nil
+			return impair.Wrap(p, c), nil
 		})
 	}
 	const n = 32 << 10

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/driver/collective/fabricsim"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"github.com/dimmnet/dimmnet/vdev/link/switched"
@@ -43,7 +44,7 @@ func newGroupOn(t testing.TB, topo *fabric.Topology, routing string, obs collect
 		t.Fatal(err)
 	}
 	f := switched.New(topo, r, switched.PaperConfig(4096+wire.FrameOverhead))
-	l, err := switched.NewLocal(vdev.Config{RegionSize: 1 << 20}, f, 1)
+	l, err := fabricsim.NewLocal(vdev.Config{RegionSize: 1 << 20}, f, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,6 +168,6 @@ type engineServed struct{ driver.LocalDevice }
 // goroutine's turn: the all-to-all benchmark measures 64 devices at about
 // half the pair's aggregate rate with run to completion and at 60-90%
 // engine-served.
-func EngineServed(dev driver.LocalDevice) driver.Transport {
+func EngineServed(dev driver.LocalDevice) driver.Attachment {
 	return driver.InProcessDevice(engineServed{dev})
 }

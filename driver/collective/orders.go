@@ -183,6 +183,17 @@ func Children(i, n int) []int {
 	return c
 }
 
+// Binomial is the tree of Parent and Children as a value, the shape the
+// fabric model times barriers and multicasts along (it satisfies
+// fabric.Tree without this package importing the model).
+type Binomial struct{}
+
+// Parent is [Parent].
+func (Binomial) Parent(pos int) int { return Parent(pos) }
+
+// Children is [Children].
+func (Binomial) Children(pos, n int) []int { return Children(pos, n) }
+
 // Steps is the number of communication steps of one broadcast (or one
 // gather) over n positions: ceil(log2(n)), so a multicast to d
 // destinations takes ceil(log2(d+1)).

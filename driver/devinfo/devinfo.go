@@ -4,66 +4,22 @@
 // ring and memory sizes) and what joins it to others (its link and the
 // nodes on it). Everything but the link comes from the device's own
 // register page, read as any driver reads it; the link is what the daemon
-// serving it wrote beside its sockets (LinkFile).
+// serving it wrote beside its sockets (rundir.LinkFile).
 package devinfo
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/uapi"
 )
-
-// LinkFile is the file in a daemon's directory that describes its link:
-// the register page has no word for it (a device does not know what
-// carries its frames).
-const LinkFile = "link.json"
-
-// Link describes what joins a daemon's devices to others.
-type Link struct {
-	Kind  string   `json:"kind"`  // mem, udp, afpacket, tap, shm, fabric
-	Nodes []uint16 `json:"nodes"` // the daemon's own devices
-	// Peers are every node the link reaches, the daemon's own included;
-	// nil where the link learns them from the wire (afpacket, tap).
-	Peers []uint16 `json:"peers"`
-}
-
-// WriteLink records l in dir (the daemon's directory), readable by
-// whoever may attach to its sockets.
-func WriteLink(dir string, l Link) error {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(dir, LinkFile)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("devinfo: write %s: %w", p, err)
-	}
-	return os.Rename(tmp, p)
-}
-
-// ReadLink reads a daemon's link description; a daemon that wrote none
-// gives an error wrapping fs.ErrNotExist.
-func ReadLink(dir string) (Link, error) {
-	var l Link
-	b, err := os.ReadFile(filepath.Join(dir, LinkFile))
-	if err != nil {
-		return l, fmt.Errorf("devinfo: %w", err)
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return l, fmt.Errorf("devinfo: %s: %w", LinkFile, err)
-	}
-	return l, nil
-}
 
 // Device is one device's listing (a --json record).
 type Device struct {
@@ -145,7 +101,7 @@ func List(dir string) ([]Device, error) {
 	if len(socks) == 0 {
 		return nil, fmt.Errorf("devinfo: no node*.sock in %s: is dimmnet serve --dir %s running?", dir, dir)
 	}
-	l, lerr := ReadLink(dir)
+	l, lerr := rundir.ReadLink(dir)
 	var devs []Device
 	for _, s := range socks {
 		t, err := driver.Dial(s)

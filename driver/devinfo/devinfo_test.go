@@ -3,7 +3,6 @@ package devinfo
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"strings"
 	"testing"
 
@@ -56,20 +55,8 @@ func TestReadAndWrite(t *testing.T) {
 	}
 }
 
-func TestLinkFile(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := ReadLink(dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("no link file: %v", err)
-	}
-	want := Link{Kind: "udp", Nodes: []uint16{1}, Peers: []uint16{0, 1, 2}}
-	if err := WriteLink(dir, want); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadLink(dir)
-	if err != nil || got.Kind != want.Kind || len(got.Peers) != 3 || got.Nodes[0] != 1 {
-		t.Fatalf("round trip: %+v %v", got, err)
-	}
-	if p := others(got.Peers, 1); len(p) != 2 || p[0] != 0 || p[1] != 2 {
+func TestOthers(t *testing.T) {
+	if p := others([]uint16{0, 1, 2}, 1); len(p) != 2 || p[0] != 0 || p[1] != 2 {
 		t.Errorf("others: %v", p)
 	}
 	if others(nil, 1) != nil {

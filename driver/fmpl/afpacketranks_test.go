@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 )
 
 // Ranks on AF_PACKET: each rank process runs inside a network namespace
@@ -18,9 +19,7 @@ import (
 // test and removes it afterwards; the test skips without root.
 func afpacketSegment(t *testing.T, n int) *netsetup.Segment {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes a network namespace, a bridge and veths, and opens AF_PACKET sockets")
-	}
+	testenv.NeedRoot(t, "makes a network namespace, a bridge and veths, and opens AF_PACKET sockets")
 	name := fmt.Sprintf("dntest-fmpl-%d", os.Getpid())
 	seg, err := netsetup.NewSegment(name, n, 9000)
 	if err != nil {

@@ -8,7 +8,7 @@
 //
 // A rank is one process with one device and one Driver; the library never
 // imports the device model: the caller opens the device (package
-// driver/fmpl/rankdev embeds one per process) and hands Init the driver.
+// driver/ranks embeds one per process) and hands Init the driver.
 // A World is owned by one goroutine, like the Driver under it.
 //
 // The tag of a message is the index of a matching area. Recv writes the
@@ -426,3 +426,17 @@ func (w *World) Quiesce() error {
 // while using it directly (a raw baseline): FMPL acts on it at its next
 // call, so no completion it waits for is lost.
 func (w *World) Pass(s uapi.Status) { w.backlog = append(w.backlog, s) }
+
+// Stats counts what a rank did.
+type Stats struct {
+	Sends, Recvs, Spooled uint64
+	// Protocol counts statuses that fit no posted operation (must stay 0).
+	Protocol int
+}
+
+// Stats returns the rank's counts so far.
+func (w *World) Stats() Stats {
+	s := w.stats
+	s.Protocol = w.proto
+	return s
+}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 )
 
 // Every test here runs its ranks as real processes of this test binary,
@@ -47,11 +47,11 @@ func rankMain(args []string) error {
 	if sc == nil {
 		return fmt.Errorf("no scenario %q", args[0])
 	}
-	l, ok, err := fmpl.FromEnv()
+	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("launch environment: ok %v: %v", ok, err)
 	}
-	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("FMPL_TEST_DIR"), Link: os.Getenv("FMPL_TEST_LINK"),
+	dev, err := ranks.Open(ranks.Options{Dir: os.Getenv("FMPL_TEST_DIR"), Link: os.Getenv("FMPL_TEST_LINK"),
 		Peers: os.Getenv("FMPL_TEST_PEERS"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func startRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env .
 		c.Stdout = bufs[r]
 		cmds[r] = c
 	}
-	if err := rankdev.StartRanks(seg, cmds); err != nil {
+	if err := ranks.StartRanks(seg, cmds); err != nil {
 		t.Fatal(err)
 	}
 	hung := false

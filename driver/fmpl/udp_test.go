@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/vdev/link"
 )
 
@@ -12,7 +12,7 @@ import (
 // peers file; here the hosts are loopback ports.
 func TestUDPPeersFile(t *testing.T) {
 	peers := filepath.Join(t.TempDir(), "peers")
-	if err := link.WriteLoopbackPeers(peers, rankdev.Nodes(2)...); err != nil {
+	if err := link.WriteLoopbackPeers(peers, ranks.Nodes(2)...); err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, runRanks(t, 2, "pingpong", "FMPL_TEST_LINK=udp", "FMPL_TEST_PEERS="+peers), "ok")

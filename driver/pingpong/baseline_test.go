@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 )
 
 // A faulty record gets the lossless record of the same mode, condition and
@@ -53,11 +53,11 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-12*math.Max(1, math.Abs
 // table has a row per size and a cell per (mode, condition), and the
 // faults cost retransmissions the baseline did without.
 func TestLossRatioOfRealRuns(t *testing.T) {
-	fc, err := fault.Parse("loss=0.05,dup=0.02,reorder=0.05,seed=3")
+	fc, err := impair.Parse("loss=0.05,dup=0.02,reorder=0.05,seed=3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(fc fault.Config) []Result {
+	run := func(fc impair.Config) []Result {
 		a, b, _ := verifiedPair(t, 1024, 512, fc)
 		var res []Result
 		for _, size := range []int{8, 1024} {
@@ -71,7 +71,7 @@ func TestLossRatioOfRealRuns(t *testing.T) {
 		}
 		return res
 	}
-	lossless, faulty := run(fault.Config{}), run(fc)
+	lossless, faulty := run(impair.Config{}), run(fc)
 	for i := range faulty {
 		faulty[i].Fault = fc.String()
 	}

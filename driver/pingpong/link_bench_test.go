@@ -3,15 +3,15 @@ package pingpong
 import (
 	"encoding/binary"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netlink"
@@ -133,9 +133,7 @@ func BenchmarkUDP1MiB(b *testing.B) {
 // vethNS makes a namespace with a veth pair dnb1/dnb2 (9000-byte MTU) for
 // an AF_PACKET benchmark, removed at the end.
 func vethNS(b *testing.B) netns.NsHandle {
-	if os.Geteuid() != 0 {
-		b.Skip("AF_PACKET needs root")
-	}
+	testenv.NeedRoot(b, "opens AF_PACKET sockets")
 	ns, err := netsetup.NewNamespace("dimmnet-bench")
 	if err != nil {
 		b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -20,10 +20,10 @@ var combos = [][2]string{{ModePush, CondLinkMem}, {ModeIPush, CondLinkMem}, {Mod
 // payload-byte packets, each receive side wrapped in a fault port with fc
 // (the two directions seeded apart); the fault ports are returned for
 // their counters.
-func verifiedPair(t *testing.T, maxSize, payload int, fc fault.Config) (*Side, *Side, []*fault.Port) {
+func verifiedPair(t *testing.T, maxSize, payload int, fc impair.Config) (*Side, *Side, []*impair.Port) {
 	t.Helper()
 	hub := link.NewHub(payload+wire.FrameOverhead, 256)
-	var fps []*fault.Port
+	var fps []*impair.Port
 	a, b := portPairVerify(t, maxSize, true, func(d *vdev.Device) (link.Port, error) {
 		p, err := hub.Attach(d.MAC())
 		if err != nil || !fc.Active() {
@@ -31,7 +31,7 @@ func verifiedPair(t *testing.T, maxSize, payload int, fc fault.Config) (*Side, *
 		}
 		c := fc
 		c.Seed += int64(d.Node())
-		fp := fault.Wrap(p, c).(*fault.Port)
+		fp := impair.Wrap(p, c).(*impair.Port)
 		fps = append(fps, fp)
 		return fp, nil
 	})
@@ -51,7 +51,7 @@ func statuses(ss ...*Side) uint64 {
 // iteration, and the record's verified count is every message received:
 // both directions, warm-up included, as many as the devices wrote statuses.
 func TestVerifyOverLossyLink(t *testing.T) {
-	fc, err := fault.Parse("loss=0.05,dup=0.03,reorder=0.05,seed=7")
+	fc, err := impair.Parse("loss=0.05,dup=0.03,reorder=0.05,seed=7")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestVerifyOverLossyLink(t *testing.T) {
 		t.Fatalf("sides verified %d + %d, want %d in all", a.Verified, b.Verified, len(combos)*3*2*(warm+iters))
 	}
 	// The link really was lossy: otherwise this proves nothing about recovery.
-	var st fault.Stats
+	var st impair.Stats
 	for _, fp := range fps {
 		s := fp.Stats()
 		st.Dropped += s.Dropped
@@ -98,7 +98,7 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 	for _, c := range combos {
 		for _, side := range []string{"initiator", "responder"} {
 			t.Run(c[0]+"-"+c[1]+"-"+side, func(t *testing.T) {
-				a, b, _ := verifiedPair(t, size, 1024, fault.Config{})
+				a, b, _ := verifiedPair(t, size, 1024, impair.Config{})
 				sender, receiver := a, b
 				if side == "responder" {
 					sender, receiver = b, a
@@ -138,7 +138,7 @@ func TestVerifyCatchesStaleBuffer(t *testing.T) {
 	const size, iter = 512, 7
 	for _, c := range combos {
 		t.Run(c[0]+"-"+c[1], func(t *testing.T) {
-			a, b, _ := verifiedPair(t, size, 1024, fault.Config{})
+			a, b, _ := verifiedPair(t, size, 1024, impair.Config{})
 			a.tamper = func(mode string, i int, src []byte) {
 				if i == iter {
 					prev := a.srcOf(i - 1)

@@ -9,31 +9,31 @@ import (
 )
 
 // Pair is one pattern and policy run twice in the same invocation: every
-// node in this process (lmmc.Bench) and every node a process of its own
+// node in this process (Bench) and every node a process of its own
 // on a real medium (Procs), so their fault counts and times compare under
 // the same load.
 type Pair struct {
-	InProcess lmmc.BenchResult `json:"in_process"`
-	Processes lmmc.BenchResult `json:"processes"`
-	Link      string           `json:"link"`
+	InProcess BenchResult `json:"in_process"`
+	Processes BenchResult `json:"processes"`
+	Link      string      `json:"link"`
 }
 
-// Compare runs every pattern of lmmc.Patterns under every policy ("paper"
+// Compare runs every pattern of Patterns under every policy ("paper"
 // under LRU only), in one process and across processes over linkName.
 // progress, if not nil, hears which run starts.
-func Compare(ports, frames int, cfg lmmc.BenchConfig, linkName string, progress func(string)) ([]Pair, error) {
+func Compare(ports, frames int, cfg BenchConfig, linkName string, progress func(string)) ([]Pair, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
 	var out []Pair
-	for _, pat := range lmmc.Patterns {
+	for _, pat := range Patterns {
 		pols := lmmc.Policies
 		if pat == "paper" {
 			pols = []string{"lru"}
 		}
 		for _, pol := range pols {
 			progress(fmt.Sprintf("lmmc-bench: %s, %s, in one process", pat, pol))
-			in, err := lmmc.Bench(pol, pat, ports, frames, cfg)
+			in, err := Bench(pol, pat, ports, frames, cfg)
 			if err != nil {
 				return out, fmt.Errorf("%s/%s in one process: %w", pat, pol, err)
 			}

@@ -3,7 +3,7 @@
 // shared-memory link or UDP), as the paper's nodes paged over the network;
 // a node's client processes stay inside it, since they share its tables.
 // It is apart from the library because it embeds devices (vdev) and
-// launches processes; lmmc.Bench runs the same patterns in one process.
+// launches processes; Bench runs the same patterns in one process.
 package lmmcbench
 
 import (
@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/lmmc"
 )
@@ -37,7 +37,7 @@ const roleNode = "lmmc-node"
 func init() { subproc.Register(roleNode, childNode) }
 
 // barrierPrefix starts the line a node prints when it reaches a stage of
-// lmmc.BenchNode's barrier; the launcher answers with a line on every
+// BenchNode's barrier; the launcher answers with a line on every
 // node's stdin once all of them have printed it.
 const barrierPrefix = "barrier "
 
@@ -45,25 +45,25 @@ const barrierPrefix = "barrier "
 // killed: far beyond any pattern's rounds, short of a hung test.
 const limit = 5 * time.Minute
 
-// Procs runs one lmmc.Bench pattern under policy with each node a process
+// Procs runs one Bench pattern under policy with each node a process
 // of this executable on medium linkName ("shm" or "udp"), and returns the
-// merged result held to lmmc.MergeReports's checks (the pair check across
+// merged result held to MergeReports's checks (the pair check across
 // processes included). A test binary must call subproc.Main in TestMain.
-func Procs(policy, pattern string, ports, frames int, cfg lmmc.BenchConfig, linkName string) (lmmc.BenchResult, error) {
-	r := lmmc.BenchResult{Policy: policy, Pattern: pattern, Ports: ports, Frames: frames}
+func Procs(policy, pattern string, ports, frames int, cfg BenchConfig, linkName string) (BenchResult, error) {
+	r := BenchResult{Policy: policy, Pattern: pattern, Ports: ports, Frames: frames}
 	if linkName != "shm" && linkName != "udp" {
 		return r, fmt.Errorf("%w: %q (have %v)", ErrLink, linkName, Links)
 	}
 	if cfg.Capture != nil {
 		return r, fmt.Errorf("lmmcbench: a capture records one process's devices: %w", lmmc.ErrConfig)
 	}
-	nodes := lmmc.BenchNodes(pattern, cfg)
+	nodes := BenchNodes(pattern, cfg)
 	dir, err := os.MkdirTemp("", "lmmc-procs-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	peers, _, err := rankdev.LocalMedium(linkName, dir, "dimmnet-lmmc-", nodes)
+	peers, _, err := ranks.LocalMedium(linkName, dir, "dimmnet-lmmc-", nodes)
 	if err != nil {
 		return r, err
 	}
@@ -84,12 +84,12 @@ func Procs(policy, pattern string, ports, frames int, cfg lmmc.BenchConfig, link
 		}
 		cmds[i] = c
 	}
-	if err := rankdev.StartRanks(nil, cmds); err != nil {
+	if err := ranks.StartRanks(nil, cmds); err != nil {
 		return r, err
 	}
 	// Each node's output: its barrier lines, then its report.
 	type result struct {
-		rep lmmc.NodeReport
+		rep NodeReport
 		err error
 	}
 	arrived := make(chan string, 2*nodes)
@@ -149,7 +149,7 @@ func Procs(policy, pattern string, ports, frames int, cfg lmmc.BenchConfig, link
 		}
 	}
 	errs := subproc.WaitAll(cmds, 0, nil)
-	reps := make([]lmmc.NodeReport, 0, nodes)
+	reps := make([]NodeReport, 0, nodes)
 	var failed []error
 	for i, e := range errs {
 		res := res[i]
@@ -166,11 +166,11 @@ func Procs(policy, pattern string, ports, frames int, cfg lmmc.BenchConfig, link
 	if len(failed) > 0 {
 		return r, errors.Join(failed...)
 	}
-	return lmmc.MergeReports(policy, pattern, ports, frames, reps)
+	return MergeReports(policy, pattern, ports, frames, reps)
 }
 
 // childNode is one node: it opens its device on the medium, runs its part
-// of the pattern through lmmc.BenchNode and prints its report.
+// of the pattern through BenchNode and prints its report.
 func childNode(args []string) error {
 	if len(args) != 12 {
 		return fmt.Errorf("lmmc node: want 12 arguments, got %q", args)
@@ -179,11 +179,11 @@ func childNode(args []string) error {
 	me, nodes := num(3), num(4)
 	policy, pattern := args[5], args[6]
 	ports, frames := num(7), num(8)
-	cfg := lmmc.BenchConfig{Rounds: num(9), Size: num(10), Check: args[11] == "true"}
+	cfg := BenchConfig{Rounds: num(9), Size: num(10), Check: args[11] == "true"}
 	if pattern != "paper" && pattern != "pingpong" && pattern != "hot" {
 		cfg.Nodes = nodes
 	}
-	dev, err := rankdev.Open(rankdev.Options{Link: args[2], Dir: args[0], Peers: args[1], Node: uint16(me + 1),
+	dev, err := ranks.Open(ranks.Options{Link: args[2], Dir: args[0], Peers: args[1], Node: uint16(me + 1),
 		RegionSize: 16 << 20, LocalRanks: nodes, Check: cfg.Check})
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func childNode(args []string) error {
 		_, err := in.ReadString('\n')
 		return err
 	}
-	rep, err := lmmc.BenchNode(dev.Driver, me, policy, pattern, ports, frames, cfg, barrier)
+	rep, err := BenchNode(dev.Driver, me, policy, pattern, ports, frames, cfg, barrier)
 	if err != nil {
 		dev.Close()
 		return err

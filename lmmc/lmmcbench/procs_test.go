@@ -29,7 +29,7 @@ func TestProcsAcrossMedia(t *testing.T) {
 		{"udp", "neighbour", "fifo"}, {"udp", "paper", "lru"},
 	}
 	for _, c := range cases {
-		r, err := Procs(c.policy, c.pattern, 8, 3, lmmc.BenchConfig{Rounds: 20}, c.link)
+		r, err := Procs(c.policy, c.pattern, 8, 3, BenchConfig{Rounds: 20}, c.link)
 		if err != nil {
 			t.Fatalf("%s %s/%s: %v", c.link, c.pattern, c.policy, err)
 		}
@@ -56,21 +56,21 @@ func TestProcsAcrossMedia(t *testing.T) {
 // The pair check across processes fails by name when a sender's and a
 // receiver's tables disagree.
 func TestMergeCatchesTableMismatch(t *testing.T) {
-	reps := []lmmc.NodeReport{
+	reps := []NodeReport{
 		{Node: 1, Send: map[uint16]lmmc.FrameTable{2: {Base: 0, Ports: []uint16{3, 4}}}, Recv: map[uint16]lmmc.FrameTable{2: {Base: 2, Ports: []uint16{1, 0}}}},
 		{Node: 2, Send: map[uint16]lmmc.FrameTable{1: {Base: 2, Ports: []uint16{1, 0}}}, Recv: map[uint16]lmmc.FrameTable{1: {Base: 0, Ports: []uint16{4, 3}}}},
 	}
-	if _, err := lmmc.MergeReports("lru", "pingpong", 2, 2, reps); !errors.Is(err, lmmc.ErrPairMismatch) {
+	if _, err := MergeReports("lru", "pingpong", 2, 2, reps); !errors.Is(err, lmmc.ErrPairMismatch) {
 		t.Fatalf("swapped frames: %v, want ErrPairMismatch", err)
 	}
 	reps[1].Recv[1] = lmmc.FrameTable{Base: 0, Ports: []uint16{3, 4}}
-	if _, err := lmmc.MergeReports("lru", "pingpong", 2, 2, reps); err != nil {
+	if _, err := MergeReports("lru", "pingpong", 2, 2, reps); err != nil {
 		t.Fatalf("agreeing tables: %v", err)
 	}
 }
 
 func TestUnknownLink(t *testing.T) {
-	if _, err := Procs("lru", "pingpong", 2, 1, lmmc.BenchConfig{}, "carrier-pigeon"); !errors.Is(err, ErrLink) {
+	if _, err := Procs("lru", "pingpong", 2, 1, BenchConfig{}, "carrier-pigeon"); !errors.Is(err, ErrLink) {
 		t.Fatalf("%v, want ErrLink", err)
 	}
 }

@@ -88,11 +88,11 @@ func TestFig5SHIOUnderECube(t *testing.T) {
 		for _, flits := range []int{17, 69} {
 			par := PaperParams(flits, 3*Microsecond)
 			par.Switch = sw
-			shio, err := MulticastRun(r, m.SHIO(), par)
+			shio, err := MulticastRun(r, collective.Binomial{}, m.SHIO(), par)
 			if err != nil {
 				t.Fatal(err)
 			}
-			hio, err := MulticastRun(r, m.HIO(), par)
+			hio, err := MulticastRun(r, collective.Binomial{}, m.HIO(), par)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestFig5SHIOUnderECube(t *testing.T) {
 	// The same packets under Up*/Down* may take non-minimal paths: the hop
 	// bound is e-cube's (and the mesh's SHIO order's) property together.
 	ud, _ := NewRouting(topo, "updown")
-	u, err := MulticastRun(ud, m.SHIO(), PaperParams(17, 3*Microsecond))
+	u, err := MulticastRun(ud, collective.Binomial{}, m.SHIO(), PaperParams(17, 3*Microsecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-
-	"github.com/dimmnet/dimmnet/driver/collective"
 )
 
 // ErrBadList is returned for a visiting list that is not a permutation of
@@ -157,6 +155,7 @@ func (q *eventQueue) Pop() any {
 
 type sim struct {
 	r        *Routing
+	tree     Tree
 	topo     *Topology
 	par      Params
 	ser      int64
@@ -461,7 +460,7 @@ func (s *sim) start(h, b int) {
 func (s *sim) checkGathered(h int) {
 	hs := &s.hosts[h]
 	n := len(s.list)
-	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(collective.Children(hs.pos, n)) {
+	if hs.phase != 0 || hs.gathered[hs.barrier%4] < len(s.tree.Children(hs.pos, n)) {
 		return
 	}
 	hs.gathered[hs.barrier%4] = 0
@@ -470,13 +469,13 @@ func (s *sim) checkGathered(h int) {
 		return
 	}
 	hs.phase = 1
-	s.send(h, kindGather, hs.barrier, collective.Parent(hs.pos))
+	s.send(h, kindGather, hs.barrier, s.tree.Parent(hs.pos))
 }
 
 func (s *sim) release(h int) {
 	hs := &s.hosts[h]
 	hs.phase = 2
-	ch := collective.Children(hs.pos, len(s.list))
+	ch := s.tree.Children(hs.pos, len(s.list))
 	hs.sendsDue = len(ch)
 	if len(ch) == 0 {
 		s.finish(h)
@@ -568,14 +567,18 @@ func (s *sim) allDone(b int) {
 	}
 }
 
-// Barriers runs count barriers back to back over the visiting list (each
-// host starts its next barrier as soon as its part of the last one is
+// Barriers runs count barriers back to back over the visiting list, its
+// gathers and releases following tree (each host starts its next barrier as soon as its part of the last one is
 // done, as a measurement loop does) and returns the mean time per barrier.
-func Barriers(r *Routing, list []int, par Params, count int) (Result, error) {
+func Barriers(r *Routing, tree Tree, list []int, par Params, count int) (Result, error) {
+	if tree == nil {
+		return Result{}, ErrNoTree
+	}
 	s, err := newSim(r, list, par)
 	if err != nil {
 		return Result{}, err
 	}
+	s.tree = tree
 	if count < 1 {
 		return Result{}, fmt.Errorf("fabric: %d barriers", count)
 	}
@@ -598,12 +601,12 @@ func Barriers(r *Routing, list []int, par Params, count int) (Result, error) {
 	return s.res, nil
 }
 
-// Multicast simulates one unicast-based multicast from list[0] to the rest
-// of the list (the release half of a barrier, ceil(log2(d+1)) steps) and
+// Multicast simulates one unicast-based multicast down tree from list[0]
+// to the rest of the list (the release half of a barrier, ceil(log2(d+1)) steps) and
 // returns when the last destination has taken its packet in. list may
 // cover only some of the hosts.
-func Multicast(r *Routing, list []int, par Params) (int64, error) {
-	m, err := MulticastRun(r, list, par)
+func Multicast(r *Routing, tree Tree, list []int, par Params) (int64, error) {
+	m, err := MulticastRun(r, tree, list, par)
 	return m.Time, err
 }
 
@@ -621,14 +624,17 @@ type MulticastResult struct {
 
 // MulticastRun is Multicast with the contention and hop counts Fig. 5's
 // finding is stated in.
-func MulticastRun(r *Routing, list []int, par Params) (MulticastResult, error) {
+func MulticastRun(r *Routing, tree Tree, list []int, par Params) (MulticastResult, error) {
 	var res MulticastResult
-	t0, err := multicast(r, list, par, &res)
+	t0, err := multicast(r, tree, list, par, &res)
 	res.Time = t0
 	return res, err
 }
 
-func multicast(r *Routing, list []int, par Params, res *MulticastResult) (int64, error) {
+func multicast(r *Routing, tree Tree, list []int, par Params, res *MulticastResult) (int64, error) {
+	if tree == nil {
+		return 0, ErrNoTree
+	}
 	t := r.Topology()
 	full := append([]int(nil), list...)
 	in := make([]bool, t.Hosts())
@@ -647,13 +653,14 @@ func multicast(r *Routing, list []int, par Params, res *MulticastResult) (int64,
 	if err != nil {
 		return 0, err
 	}
+	s.tree = tree
 	n := len(list)
 	var last int64
 	got := 0
 	s.target = 1
 	// Drive the release tree by hand over the first n positions.
 	sendAll := func(h int) {
-		for _, c := range collective.Children(s.pos[h], n) {
+		for _, c := range s.tree.Children(s.pos[h], n) {
 			s.send(h, kindRelease, 0, c)
 		}
 	}
@@ -696,7 +703,7 @@ func multicast(r *Routing, list []int, par Params, res *MulticastResult) (int64,
 	}
 	res.Contended = s.res.Contended
 	for p := 1; p < n; p++ {
-		from := list[collective.Parent(p)]
+		from := list[tree.Parent(p)]
 		res.MaxHops = max(res.MaxHops, len(r.Path(t.HostSwitch[from], list[p])))
 	}
 	return last, nil

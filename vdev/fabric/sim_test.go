@@ -20,7 +20,7 @@ func TestTwoHostBarrierPerHop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Barriers(r, []int{0, 1}, par, 200)
+		res, err := Barriers(r, collective.Binomial{}, []int{0, 1}, par, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestPeriodicExtrapolationExact(t *testing.T) {
 	l := collective.Map{HostSwitch: topo.HostSwitch}
 	lists, _ := l.Lists("RO", 3, 1)
 	par := PaperParams(69, 3*Microsecond)
-	long, err := Barriers(r, lists[0], par, 100000)
+	long, err := Barriers(r, collective.Binomial{}, lists[0], par, 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +57,13 @@ func TestPeriodicExtrapolationExact(t *testing.T) {
 		t.Errorf("a VC buffer held %d bytes, more than RHiNET-2/SW's 4 KB", long.MaxQueueBytes)
 	}
 	n := long.Simulated + 3*long.Period + 1
-	fast, err := Barriers(r, lists[0], par, n)
+	fast, err := Barriers(r, collective.Binomial{}, lists[0], par, n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	extrapolate = false
 	defer func() { extrapolate = true }()
-	slow, err := Barriers(r, lists[0], par, n)
+	slow, err := Barriers(r, collective.Binomial{}, lists[0], par, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestMulticastSteps(t *testing.T) {
 	r, _ := NewRouting(topo, "sbp")
 	par := PaperParams(17, 2*Microsecond)
 	l := collective.Map{HostSwitch: topo.HostSwitch}
-	d, err := Multicast(r, l.SHIO(), par)
+	d, err := Multicast(r, collective.Binomial{}, l.SHIO(), par)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +95,11 @@ func TestBadListRefused(t *testing.T) {
 	}
 	par := PaperParams(17, Microsecond)
 	for _, l := range [][]int{{0, 1}, append(make([]int, 15), 0)} {
-		if _, err := Barriers(r, l, par, 1); !errors.Is(err, ErrBadList) {
+		if _, err := Barriers(r, collective.Binomial{}, l, par, 1); !errors.Is(err, ErrBadList) {
 			t.Errorf("list %v: %v, want ErrBadList", l, err)
 		}
 	}
-	if _, err := Multicast(r, []int{0, 3, 3}, par); !errors.Is(err, ErrBadList) {
+	if _, err := Multicast(r, collective.Binomial{}, []int{0, 3, 3}, par); !errors.Is(err, ErrBadList) {
 		t.Errorf("multicast with a repeated host: %v", err)
 	}
 }

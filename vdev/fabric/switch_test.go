@@ -160,7 +160,7 @@ func TestInputFIFOsStayWithinFourKB(t *testing.T) {
 		}
 		par := PaperParams(69, 3*Microsecond)
 		par.Switch = Switch{InputFIFO: true, OneReadPort: true, PCIStream: true}
-		res, err := Barriers(r, lists[0], par, 2000)
+		res, err := Barriers(r, collective.Binomial{}, lists[0], par, 2000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/auth"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 )
 
 // The abilities the wrapping media forward from the port they wrap (each
@@ -30,9 +30,9 @@ var (
 	_ link.TxErrorCounter = (*capture.Port)(nil)
 	_ link.PeerSet        = (*capture.Port)(nil)
 
-	_ link.Peeker         = (*fault.Port)(nil)
-	_ link.ChecksumNeeder = (*fault.Port)(nil)
-	_ link.VectorSender   = (*fault.Port)(nil)
-	_ link.Backlogger     = (*fault.Port)(nil)
-	_ link.PeerSet        = (*fault.Port)(nil)
+	_ link.Peeker         = (*impair.Port)(nil)
+	_ link.ChecksumNeeder = (*impair.Port)(nil)
+	_ link.VectorSender   = (*impair.Port)(nil)
+	_ link.Backlogger     = (*impair.Port)(nil)
+	_ link.PeerSet        = (*impair.Port)(nil)
 )

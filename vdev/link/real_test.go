@@ -14,8 +14,9 @@ import (
 	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netns"
 
+	"github.com/dimmnet/dimmnet/internal/netsetup"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/netsetup"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -416,20 +417,10 @@ node 0x2 [::1]:7002   # hex id, IPv6
 
 // needRoot skips a test that needs real network devices when it cannot
 // have them.
-func needRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and devices")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("needs /dev/net/tun: %v", err)
-	}
-}
-
 // testNS makes a fresh namespace, removed when the test ends.
 func testNS(t testing.TB, tag string) netns.NsHandle {
 	t.Helper()
-	needRoot(t)
+	testenv.NeedTUN(t, "creates network namespaces and devices")
 	name := fmt.Sprintf("dntest-%s-%d", tag, os.Getpid())
 	ns, err := netsetup.NewNamespace(name)
 	if err != nil {

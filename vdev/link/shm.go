@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dimmnet/dimmnet/internal/eventfd"
+	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev/link/shmring"
-	"github.com/dimmnet/dimmnet/vdev/rundir"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 

@@ -17,11 +17,12 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/acp"
-	"github.com/dimmnet/dimmnet/driver/fmpl"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/vdev"
 )
 
 // Record is one measured operation.
@@ -76,7 +77,7 @@ var ErrRankFailed = errors.New("acpbench: a rank failed")
 const (
 	envChild = "ACPBENCH_CHILD" // set in the ranks Run launches itself
 	roleRank = "acp-bench-rank"
-	ranks    = 3
+	nRanks   = 3
 	big      = 1 << 20
 	starter  = 4 << 20 // room for the 1 MiB source and destination
 )
@@ -93,12 +94,12 @@ func init() { subproc.Register(roleRank, childRank) }
 // out.
 func Run(o Options, log io.Writer) ([]Record, error) {
 	o.defaults()
-	if l, ok, err := fmpl.FromEnv(); err != nil {
+	if l, ok, err := ranks.FromEnv(); err != nil {
 		return nil, err
 	} else if ok && os.Getenv(envChild) == "" {
 		return rankRun(o, l, "", o.Peers)
 	}
-	fmt.Fprintf(log, "acp-bench: %d ACP ranks on the %s link\n", ranks, o.Link)
+	fmt.Fprintf(log, "acp-bench: %d ACP ranks on the %s link\n", nRanks, o.Link)
 	recs, err := launch(o)
 	if err != nil {
 		return recs, err
@@ -120,28 +121,28 @@ func launch(o Options) ([]Record, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers, seg, err := rankdev.LocalMedium(o.Link, dir, "dimmnet-acpbench-", ranks)
+	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-acpbench-", nRanks)
 	if err != nil {
 		return nil, err
 	}
 	if seg != nil {
 		defer seg.Close()
 	}
-	cmds := make([]*exec.Cmd, ranks)
+	cmds := make([]*exec.Cmd, nRanks)
 	var out0 bytes.Buffer
-	for r := range ranks {
+	for r := range nRanks {
 		c, err := subproc.Command(roleRank, dir+"/shm", peers, o.Link, strconv.Itoa(o.Iters), strconv.Itoa(o.Procs))
 		if err != nil {
 			return nil, err
 		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(ranks), "MPI_LOCALNRANKS="+strconv.Itoa(ranks), envChild+"=1")
+		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(nRanks), "MPI_LOCALNRANKS="+strconv.Itoa(nRanks), envChild+"=1")
 		if r == 0 {
 			c.Stdout = &out0
 		}
 		c.Stderr = os.Stderr
 		cmds[r] = c
 	}
-	if err := rankdev.StartRanks(seg, cmds); err != nil {
+	if err := ranks.StartRanks(seg, cmds); err != nil {
 		return nil, err
 	}
 	for r, e := range subproc.WaitAll(cmds, 0, nil) {
@@ -156,7 +157,7 @@ func childRank(args []string) error {
 	if len(args) != 5 {
 		return fmt.Errorf("acp-bench rank: want 5 arguments, got %q", args)
 	}
-	l, ok, err := fmpl.FromEnv()
+	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("acp-bench rank: launch environment: ok %v: %v", ok, err)
 	}
@@ -176,9 +177,9 @@ func childRank(args []string) error {
 }
 
 // rankRun is one rank: its device, ACP, and on rank 0 the measurements.
-func rankRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
+func rankRun(o Options, l ranks.Launch, dir, peers string) ([]Record, error) {
 	runtime.GOMAXPROCS(o.Procs)
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20, LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
+	dev, err := ranks.Open(ranks.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), RegionSize: 32 << 20, LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
 	if err != nil {
 		return nil, err
 	}
@@ -256,4 +257,34 @@ func measure(c *acp.ACP, o Options) ([]Record, error) {
 		recs = append(recs, Record{Operation: p.name, Path: p.path, Medium: o.Link, US: us, Bytes: p.bytes, MBps: float64(p.bytes) / us})
 	}
 	return recs, nil
+}
+
+// LocalDevices opens p drivers on p devices in this process joined by one
+// in-memory link (node ids 1..p): the devices acp-tables runs its
+// receive-area skeletons on (an acptables.Devices).
+func LocalDevices(p int) ([]*driver.Driver, func(), error) {
+	nodes := make([]uint16, p)
+	for i := range nodes {
+		nodes[i] = uint16(i + 1)
+	}
+	l, err := vdev.NewLocal(vdev.Config{RegionSize: 1 << 20}, 4096, nodes...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acp-tables devices: %w", err)
+	}
+	ds := make([]*driver.Driver, 0, p)
+	closeAll := func() {
+		for _, d := range ds {
+			d.Close()
+		}
+		l.Close()
+	}
+	for _, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcessDevice(dev))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("acp-tables devices: %w", err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, closeAll, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev"
 )
 
 // Kernels are the NPB kernels of the IPUSH paper's Table 1, with its k
@@ -160,26 +159,25 @@ func Skeleton(kernel string, p int, collectives bool) ([]Phase, error) {
 	return ph, nil
 }
 
-// Partners runs the phases on p devices (in this process, one in-memory
-// link): every message is an 8-byte PUSH, and a rank's partners are the
-// ranks its device saw PUSHes from plus the ranks that saw PUSHes from it.
-func Partners(phases []Phase, p int) ([]int, error) {
+// Devices opens p drivers on p devices joined by one link (node ids 1..p)
+// and returns them with a function that closes them all. The tables take
+// it as a parameter so this package, beside the ACP library, never links
+// the device model; acpbench.LocalDevices is the in-process one.
+type Devices func(p int) (ds []*driver.Driver, closeAll func(), err error)
+
+// Partners runs the phases on p devices from open: every message is an
+// 8-byte PUSH, and a rank's partners are the ranks its device saw PUSHes
+// from plus the ranks that saw PUSHes from it.
+func Partners(open Devices, phases []Phase, p int) ([]int, error) {
 	nodes := make([]uint16, p)
 	for i := range nodes {
 		nodes[i] = uint16(i + 1)
 	}
-	l, err := vdev.NewLocal(vdev.Config{RegionSize: 1 << 20}, 4096, nodes...)
+	ds, closeAll, err := open(p)
 	if err != nil {
 		return nil, err
 	}
-	defer l.Close()
-	ds := make([]*driver.Driver, p)
-	for i := range ds {
-		if ds[i], err = driver.Open(driver.InProcessDevice(l.Devices[i])); err != nil {
-			return nil, err
-		}
-		defer ds[i].Close()
-	}
+	defer closeAll()
 	from := make([]map[int]bool, p)
 	for i := range from {
 		from[i] = map[int]bool{}
@@ -239,7 +237,7 @@ func Partners(phases []Phase, p int) ([]int, error) {
 // PrintReceiveArea runs every kernel's skeleton at p ranks, with and
 // without collectives, and writes k (the maximum over ranks), the
 // distribution and the reduction 1 - (k+1)/p beside the paper's.
-func PrintReceiveArea(w io.Writer, p int) error {
+func PrintReceiveArea(w io.Writer, open Devices, p int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "kernel\tpaper k\tpaper %%\t1-(k+1)/%d of paper k\tcollectives\tour k\tpartners: ranks\tour 1-(k+1)/%d\n", p, p)
 	for _, kn := range Kernels {
@@ -248,7 +246,7 @@ func PrintReceiveArea(w io.Writer, p int) error {
 			if err != nil {
 				return err
 			}
-			k, err := Partners(ph, p)
+			k, err := Partners(open, ph, p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", kn.Name, err)
 			}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/acp/acpbench"
 )
 
 // TestSkeletonPartnersMatchThePaper: the partner counts our skeletons
@@ -17,7 +19,7 @@ func TestSkeletonPartnersMatchThePaper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Partners(ph, 64)
+		got, err := Partners(acpbench.LocalDevices, ph, 64)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/blacs"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
@@ -25,11 +25,11 @@ func init() { subproc.Register(bcastRole, bcastMain) }
 // every element is checked, and so is what a receiver's matrix holds
 // outside the m rows (untouched).
 func bcastMain([]string) error {
-	l, _, err := fmpl.FromEnv()
+	l, _, err := ranks.FromEnv()
 	if err != nil {
 		return err
 	}
-	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("BLACS_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
+	dev, err := ranks.Open(ranks.Options{Dir: os.Getenv("BLACS_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
 	if err != nil {
 		return err
 	}

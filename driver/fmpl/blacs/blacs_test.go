@@ -10,7 +10,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/blacs"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
@@ -109,11 +109,11 @@ func roundTrip[T blacs.Elem](c *blacs.Context, row int) error {
 }
 
 func rankMain([]string) error {
-	l, _, err := fmpl.FromEnv()
+	l, _, err := ranks.FromEnv()
 	if err != nil {
 		return err
 	}
-	dev, err := rankdev.Open(rankdev.Options{Dir: os.Getenv("BLACS_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
+	dev, err := ranks.Open(ranks.Options{Dir: os.Getenv("BLACS_TEST_DIR"), Node: uint16(l.Rank + 1), RegionSize: 16 << 20})
 	if err != nil {
 		return err
 	}

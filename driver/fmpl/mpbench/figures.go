@@ -18,7 +18,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/blacs"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/vdev"
@@ -159,7 +159,7 @@ func figRegion(o FigOptions) int {
 // figInProcess runs p ranks as goroutines of this process, each with its
 // own device on one in-memory link and its own driver (run to completion).
 func figInProcess(o FigOptions, p int) ([]Fig, error) {
-	l, err := vdev.NewLocal(vdev.Config{RegionSize: figRegion(o)}, 0, rankdev.Nodes(p)...)
+	l, err := vdev.NewLocal(vdev.Config{RegionSize: figRegion(o)}, 0, ranks.Nodes(p)...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func figProcesses(o FigOptions, p int) ([]Fig, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers, seg, err := rankdev.LocalMedium(o.Link, dir, "dimmnet-mpfig-", p)
+	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-mpfig-", p)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func figProcesses(o FigOptions, p int) ([]Fig, error) {
 		}
 		cmds[r] = c
 	}
-	if err := rankdev.StartRanks(seg, cmds); err != nil {
+	if err := ranks.StartRanks(seg, cmds); err != nil {
 		return nil, err
 	}
 	for r, e := range subproc.WaitAll(cmds, 0, nil) {
@@ -239,11 +239,11 @@ func childFig(args []string) error {
 	if err := json.Unmarshal([]byte(args[2]), &o); err != nil {
 		return fmt.Errorf("mpbench figure rank: options: %w", err)
 	}
-	l, ok, err := fmpl.FromEnv()
+	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("mpbench figure rank: launch environment: %v", err)
 	}
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: args[0], Peers: args[1], Node: uint16(l.Rank + 1),
+	dev, err := ranks.Open(ranks.Options{Link: o.Link, Dir: args[0], Peers: args[1], Node: uint16(l.Rank + 1),
 		RegionSize: figRegion(o), LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 	"strconv"
 
 	"github.com/dimmnet/dimmnet/driver/fmpl"
-	"github.com/dimmnet/dimmnet/driver/fmpl/rankdev"
+	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"github.com/dimmnet/dimmnet/uapi"
@@ -78,7 +78,7 @@ var ErrRankFailed = errors.New("mpbench: a rank failed")
 // then Open MPI beside them.
 func Run(o Options, log io.Writer) ([]Record, error) {
 	o.defaults()
-	if l, ok, err := fmpl.FromEnv(); err != nil {
+	if l, ok, err := ranks.FromEnv(); err != nil {
 		return nil, err
 	} else if ok && os.Getenv("MPBENCH_CHILD") == "" {
 		return rankRun(o, l, "", "")
@@ -115,7 +115,7 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	peers, seg, err := rankdev.LocalMedium(o.Link, dir, "dimmnet-mpbench-", np)
+	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-mpbench-", np)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func launch(o Options, np int, what string) ([]Record, error) {
 		}
 		cmds[r] = c
 	}
-	if err := rankdev.StartRanks(seg, cmds); err != nil {
+	if err := ranks.StartRanks(seg, cmds); err != nil {
 		return nil, err
 	}
 	for r, e := range subproc.WaitAll(cmds, 0, nil) {
@@ -150,7 +150,7 @@ func childRank(args []string) error {
 	if len(args) != 6 {
 		return fmt.Errorf("mpbench rank: want 6 arguments, got %q", args)
 	}
-	l, ok, err := fmpl.FromEnv()
+	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("mpbench rank: launch environment: %v", err)
 	}
@@ -176,14 +176,14 @@ func childRank(args []string) error {
 
 // rank is one benchmark rank: its device and FMPL.
 type rank struct {
-	dev *rankdev.Device
+	dev *ranks.Device
 	w   *fmpl.World
 	o   Options
 	med string
 }
 
-func openRank(o Options, l fmpl.Launch, dir, peers string) (*rank, error) {
-	dev, err := rankdev.Open(rankdev.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
+func openRank(o Options, l ranks.Launch, dir, peers string) (*rank, error) {
+	dev, err := ranks.Open(ranks.Options{Link: o.Link, Dir: dir, Peers: peers, Node: uint16(l.Rank + 1), LocalRanks: l.LocalSize, LocalRank: l.LocalRank, Bind: true})
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func median(v []float64) float64 {
 func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // rankRun is the whole benchmark on one rank; rank 0 returns the records.
-func rankRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
+func rankRun(o Options, l ranks.Launch, dir, peers string) ([]Record, error) {
 	rk, err := openRank(o, l, dir, peers)
 	if err != nil {
 		return nil, err
@@ -762,7 +762,7 @@ func checkSum64(b []byte, p int) error {
 // p from 1 to the job's size (communicators of the first p ranks); the
 // maximum over the group's ranks is the tree's depth per phase (the
 // barrier's: its dissemination rounds).
-func stagesRun(o Options, l fmpl.Launch, dir, peers string) ([]Record, error) {
+func stagesRun(o Options, l ranks.Launch, dir, peers string) ([]Record, error) {
 	rk, err := openRank(o, l, dir, peers)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/link/fault"
+	"github.com/dimmnet/dimmnet/vdev/link/impair"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -152,7 +152,7 @@ func TestCaptureBothDirections(t *testing.T) {
 
 func TestCapturePassThrough(t *testing.T) {
 	a, _ := hubPair(t)
-	fp := fault.Wrap(a, fault.Config{Loss: 0.5})
+	fp := impair.Wrap(a, impair.Config{Loss: 0.5})
 	var out bytes.Buffer
 	c, finish, err := Wrap(fp, &out)
 	if err != nil {
@@ -161,8 +161,8 @@ func TestCapturePassThrough(t *testing.T) {
 	if !c.(interface{ NeedsCRC() bool }).NeedsCRC() {
 		t.Fatal("NeedsCRC of a faulty port not passed through")
 	}
-	if _, ok := fault.StatsOf(c); !ok {
-		t.Fatal("fault.StatsOf cannot see through the capture")
+	if _, ok := impair.StatsOf(c); !ok {
+		t.Fatal("impair.StatsOf cannot see through the capture")
 	}
 	if c.MTU() != 1514 || !bytes.Equal(c.MAC(), wire.NodeMAC(1)) {
 		t.Fatal("MTU/MAC")

@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dimmnet/dimmnet/internal/monotime"
-	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 	"github.com/dimmnet/dimmnet/vdev/link"
 )
@@ -348,20 +347,4 @@ func (p *port) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	return nil
-}
-
-// NewLocal builds one device per host of the fabric's topology (node ids
-// firstNode, firstNode+1, ... in host order) in this process, each on its
-// host's port, served by one engine: the many-device set-up the
-// collective orders run on.
-func NewLocal(cfg vdev.Config, f *Fabric, firstNode uint16) (*vdev.Local, error) {
-	nodes := make([]uint16, f.topo.Hosts())
-	host := map[uint16]int{}
-	for i := range nodes {
-		nodes[i] = firstNode + uint16(i)
-		host[nodes[i]] = i
-	}
-	return vdev.NewLocalPorts(cfg, nodes, func(d *vdev.Device) (link.Port, error) {
-		return f.Attach(d.MAC(), host[d.Node()])
-	})
 }
