@@ -55,6 +55,7 @@ const (
 	CtrOwedDropped                     // ACKs and PULL responses owed to nodes the link cannot reach, dropped instead of retried
 	CtrHoldExpired                     // sending sessions ended because the peer held our packets past the hold limit
 	CtrViolations                      // checked devices: the driver's violations of this contract, all of them (the log keeps the latest)
+	CtrTLPs                            // tail-loss probes: a peer's last unacknowledged packet sent again after a quiet time shorter than the retransmission timeout (in RETRANSMITS, not in TIMEOUTS)
 	NumCounters
 )
 
@@ -69,7 +70,7 @@ var CounterNames = [NumCounters]string{
 	"LINK_RX_DROPPED", "LINK_TX_ERRORS", "SEQ_NACKS_TX", "RETX_GAP", "RETX_TIMEOUT",
 	"RX_UNORDERED", "MSG_CUT", "RX_DISCARDED", "IPUSH_BAD_AMT", "RX_BAD_NACK",
 	"RX_UNKNOWN_PEER", "RX_SPOOFED", "AUTH_FAIL", "AUTH_REPLAY", "AUTH_SESSIONS",
-	"OWED_DROPPED", "HOLD_EXPIRED", "VIOLATIONS",
+	"OWED_DROPPED", "HOLD_EXPIRED", "VIOLATIONS", "TLPS",
 }
 
 func (c Counter) String() string {

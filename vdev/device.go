@@ -306,7 +306,7 @@ func (d *Device) AttachPort(p link.Port) {
 		d.linkTxErrors = c.TxErrors
 	}
 	if l, ok := p.(link.LosslessMedium); ok && l.Lossless() {
-		d.tcfg.RTOFloor = transport.LosslessRTO
+		d.tcfg.RTOFloor, d.tcfg.Lossless = transport.LosslessRTO, true
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)

@@ -476,10 +476,11 @@ func (d *Device) retransmit(now int64) bool {
 		n, err := p.tx.Resend(now, func(seq uint32) error {
 			return d.transmit(p, &p.sent[seq-p.tx.Acked()-1], seq, true)
 		})
-		total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack]
+		total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack] + n[transport.CauseProbe]
 		d.count(uapi.CtrRetransmits, uint64(total))
 		d.count(uapi.CtrRetxGap, uint64(n[transport.CauseGap]))
 		d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
+		d.count(uapi.CtrTLPs, uint64(n[transport.CauseProbe]))
 		busy = busy || total > 0
 		if err != nil && !errors.Is(err, link.ErrFull) {
 			d.failPeer(p, sendErrno(err))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
 
@@ -16,6 +17,11 @@ commands:
   pingpong   two-node ping-pong: RTT/2 and bandwidth for PUSH and IPUSH
              (embedded in-process devices by default; --breakdown for the
              paper's Table 7 stage breakdown)
+
+  perf       a device pair measured like a NIC: latency with its tails,
+             windowed bandwidth and message rate (perftest, OSU), beside
+             the raw floors and Open MPI in the same run; across hosts
+             with perf serve / perf HOST; perf targets: issue 34's table
 
   serve      the backend daemon: devices in shared memory behind QEMU ivshmem
              server sockets (dimmnet serve [--dir DIR] --nodes N; the
@@ -66,6 +72,8 @@ func main() {
 	switch os.Args[1] {
 	case "pingpong":
 		err = pingpongCmd(os.Args[2:])
+	case "perf":
+		err = perfCmd(os.Args[2:])
 	case "serve":
 		err = serveCmd(os.Args[2:])
 	case "fs":
@@ -101,6 +109,11 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "dimmnet: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if interrupt.Signaled() {
+		// The measurement stopped first, then everything was torn down.
+		fmt.Fprintf(os.Stderr, "dimmnet %s: interrupted; devices and links torn down\n", os.Args[1])
+		os.Exit(interrupt.ExitCode)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dimmnet %s: %v\n", os.Args[1], err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,8 +14,10 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/perf"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
+	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,7 @@ import (
 func pingpongCmd(args []string) error {
 	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the results as JSON records")
-	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead")
+	breakdown := fs.Bool("breakdown", false, "print the Table 7 stage breakdown for 8-byte messages instead (in process, --link shm and --attach: a responder in another process sends its stamps back)")
 	maxSize := fs.Int("max", 1<<20, "largest message size in bytes")
 	iters := fs.Int("iters", 0, "timed round trips per measurement (0: chosen by time, see --time)")
 	runTime := fs.Duration("time", 30*time.Second, "about how long the device measurements take in all: each measurement's round trips are counted from its warm-up's pace to take an even share of what is left (at most the counts a fast path needs, so the in-process default ends sooner); --iters forces a count instead")
@@ -57,11 +58,8 @@ func pingpongCmd(args []string) error {
 	if !verifySet && *faultSpec != "" {
 		*verify = true // a lossy run must prove it delivered the right bytes, not only some bytes
 	}
-	if *maxSize < 8 || *maxSize > 4<<20 {
-		return fmt.Errorf("--max %d: must be 8..4194304", *maxSize)
-	}
-	if *runTime <= 0 || *rawTime <= 0 {
-		return fmt.Errorf("--time %v, --raw-time %v: must be positive", *runTime, *rawTime)
+	if *maxSize < 8 || *maxSize > 4<<20 || *runTime <= 0 || *rawTime <= 0 {
+		return fmt.Errorf("--max %d, --time %v, --raw-time %v: --max must be 8..4194304, the times positive", *maxSize, *runTime, *rawTime)
 	}
 	pl := pingpong.NewPlan(*maxSize, *iters, *runTime)
 	lo := linkOpts{kind: *linkKind, payload: *payload, fault: *faultSpec, pcap: *pcapFile, key: *keyFile, check: *check}
@@ -74,6 +72,8 @@ func pingpongCmd(args []string) error {
 		return respondProcess(func() (*driver.Driver, func(), error) {
 			return shmDevice(*shmResponder, uint16(*node), *payload, *keyFile, *check)
 		}, *peer, *maxSize, *verify, *bindCPU, pl)
+	case *breakdown && (*attach != "" || lo.kind == "shm"):
+		return processBreakdown(*attach, *payload, *iters, !*noBind, *asJSON, progress)
 	case *attach != "" || lo.kind == "shm":
 		var pp procPair
 		if *attach != "" {
@@ -92,11 +92,11 @@ func pingpongCmd(args []string) error {
 			if lo.fault != "" || lo.pcap != "" {
 				return fmt.Errorf("--link shm: --fault and --pcap apply to the in-process pair only")
 			}
-			dir, err := os.MkdirTemp("", "dimmnet-shm-")
+			dir, rm, err := shmTempDir()
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
+			defer rm()
 			pp = shmPair(dir, *payload, *keyFile, *check, !*noBind)
 		}
 		res, respVerified, err := initiateProcess(pp, fs, *verify, pl, progress)
@@ -259,6 +259,7 @@ func pingpongCmd(args []string) error {
 // localPair is the embedded default: two in-process devices, nodes 1 and
 // 2, on the link lo describes, verifying every payload if asked.
 func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func(), error) {
+	interrupt.Catch() // before a namespace is made: its removal is registered below
 	var sides [2]*pingpong.Side
 	open, undo, err := lo.ports()
 	if err != nil {
@@ -269,29 +270,24 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 		undo()
 		return sides, nil, err
 	}
-	// Ctrl-C must not leave a namespace, interfaces or a half-written
-	// capture behind: tear down, then exit.
+	// Ctrl-C (or timeout's SIGTERM) must not leave a namespace,
+	// interfaces or a half-written capture behind, and nothing may be
+	// unmapped while a side still writes its link memory: a signal stops
+	// both sides, the measurement returns, and the caller's deferred
+	// close tears down (internal/interrupt).
+	interrupt.Catch()
 	var once sync.Once
-	sigc := make(chan os.Signal, 1)
-	stopSig := make(chan struct{})
+	var unregs []func()
 	closeAll := func() {
 		once.Do(func() {
-			signal.Stop(sigc)
-			close(stopSig)
+			for _, u := range unregs {
+				u()
+			}
 			l.Close()
 			undo()
 		})
 	}
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigc:
-			closeAll()
-			fmt.Fprintln(os.Stderr, "dimmnet pingpong: interrupted; devices and links torn down")
-			os.Exit(130)
-		case <-stopSig:
-		}
-	}()
+	unregs = append(unregs, interrupt.OnForcedExit(func() { undo() }))
 	for i, dev := range l.Devices {
 		d, err := driver.Open(driver.InProcessDevice(dev))
 		if err != nil {
@@ -299,6 +295,7 @@ func localPair(lo linkOpts, maxSize int, verify bool) ([2]*pingpong.Side, func()
 			return sides, nil, err
 		}
 		sides[i] = &pingpong.Side{D: d, Peer: l.Devices[1-i].Node(), Verify: verify}
+		unregs = append(unregs, interrupt.OnStop(sides[i].Stop))
 	}
 	if err := pingpong.Setup(sides[0], sides[1], maxSize); err != nil {
 		closeAll()
@@ -383,8 +380,7 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []pingpong.S
 	if err != nil {
 		return nil, 0, fmt.Errorf("find own executable: %w", err)
 	}
-	maxSize := fs.Lookup("max").Value.String()
-	iters := fs.Lookup("iters").Value.String()
+	maxSize, iters := fs.Lookup("max").Value.String(), fs.Lookup("iters").Value.String()
 	// Each process binds itself once its device is open and it is on its
 	// own: a driver judges at Open whether it has a core of its own (one
 	// CPU: it yields at every look), and a child started after we bound
@@ -438,6 +434,7 @@ func initiateProcess(pp procPair, fs *flag.FlagSet, verify bool, pl []pingpong.S
 		testHookRunning(cmd.Process.Pid)
 	}
 	a := &pingpong.Side{D: d, Peer: uint16(peer), Verify: verify}
+	defer stopOnSignal(a)()
 	max, _ := strconv.Atoi(maxSize)
 	if err := pingpong.SetupSide(a, max); err != nil {
 		return nil, 0, err
@@ -533,4 +530,51 @@ func progressLine(quiet bool) func(string) {
 			fmt.Fprintln(os.Stderr, s)
 		}
 	}
+}
+
+// processBreakdown is --breakdown between two processes (--attach, --link
+// shm): the responder sends its stamps back over perf's control stream;
+// both read the host's monotonic clock.
+func processBreakdown(attach string, payload, iters int, bind, asJSON bool, progress func(string)) error {
+	var p *perf.Pair
+	var err error
+	if attach != "" {
+		p, err = perfAttach(attach, 8)
+	} else {
+		p, err = perfShm(payload, 8, bind)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := p.Session.Breakdown(iters, progress)
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	progress("")
+	if asJSON {
+		return pingpong.WriteJSON(os.Stdout, b)
+	}
+	fmt.Printf("two processes (%s, %s)\n", p.Medium, p.Binding)
+	pingpong.PrintBreakdown(os.Stdout, b)
+	return nil
+}
+
+// shmTempDir makes the shared-memory link's directory of a --link shm
+// run; rm removes it, and so does an exit forced by a signal.
+func shmTempDir() (dir string, rm func(), err error) {
+	if dir, err = os.MkdirTemp("", "dimmnet-shm-"); err != nil {
+		return "", nil, err
+	}
+	unforce := interrupt.OnForcedExit(func() { os.RemoveAll(dir) })
+	return dir, func() { unforce(); os.RemoveAll(dir) }, nil
+}
+
+// stopOnSignal makes a signal stop side a's measurement (internal/
+// interrupt); the returned function undoes it.
+func stopOnSignal(a *pingpong.Side) func() {
+	interrupt.Catch()
+	return interrupt.OnStop(a.Stop)
 }

@@ -64,21 +64,71 @@ type sample struct {
 // IPUSH and returns the median of every stage. The trace stamps are taken
 // only while this runs (TRACE_CTRL); normal runs pay nothing for them.
 func Breakdown(a, b *Side, iters int, progress func(string)) (*BreakdownResult, error) {
+	b.D.SetTrace(true)
+	defer b.D.SetTrace(false)
+	return BreakdownWith(a, iters, func(mode string, total int) (func() ([]RespStamps, error), error) {
+		type out struct {
+			st  []RespStamps
+			err error
+		}
+		c := make(chan out, 1)
+		go func() {
+			st, err := TraceRespond(b, mode, total)
+			if err != nil {
+				a.Stop(err)
+			}
+			c <- out{st, err}
+		}()
+		return func() ([]RespStamps, error) { o := <-c; return o.st, o.err }, nil
+	}, progress)
+}
+
+// RespStamps are the responder's stamps of one traced message: its
+// device's (frame received, payload placed, status written) and its
+// driver's (status seen, read, payload copied out), in CLOCK_MONOTONIC
+// ns, which two processes of one host share.
+type RespStamps struct {
+	Rx, Placed, Status, Detect, Read, Copied int64
+}
+
+// Responder starts the responder's half of total traced round trips of
+// mode (TraceRespond, on a goroutine or in another process) and returns
+// how to wait for its stamps.
+type Responder func(mode string, total int) (wait func() ([]RespStamps, error), err error)
+
+// BreakdownWith is Breakdown with the responder run by respond: in this
+// process, or in another whose device's clock is this host's (--link
+// shm, --attach), its stamps sent back when it is done. a's device is
+// traced here; the responder traces its own.
+func BreakdownWith(a *Side, iters int, respond Responder, progress func(string)) (*BreakdownResult, error) {
 	if iters <= 0 {
 		iters = 20000
 	}
 	warm := max(iters/10, 10)
 	a.D.SetTrace(true)
-	b.D.SetTrace(true)
 	defer a.D.SetTrace(false)
-	defer b.D.SetTrace(false)
 	res := &BreakdownResult{Iters: iters}
 	med := map[string]map[string]float64{}
 	for _, mode := range []string{ModePush, ModeIPush} {
 		progress(fmt.Sprintf("breakdown: %s, %d traced round trips", mode, iters))
-		ss, half, err := traced(a, b, mode, warm, iters)
+		wait, err := respond(mode, warm+iters)
 		if err != nil {
 			return nil, err
+		}
+		ss, half, err := traced(a, mode, warm, iters)
+		rs, rerr := wait()
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(rs) != warm+iters {
+			return nil, fmt.Errorf("breakdown: the responder sent %d stamps for %d round trips", len(rs), warm+iters)
+		}
+		for i := range ss {
+			r := rs[warm+i]
+			ss[i].rx, ss[i].placed, ss[i].status, ss[i].detect, ss[i].read, ss[i].copied = r.Rx, r.Placed, r.Status, r.Detect, r.Read, r.Copied
 		}
 		m := medians(ss)
 		med[mode] = m
@@ -106,28 +156,32 @@ func Breakdown(a, b *Side, iters int, progress func(string)) (*BreakdownResult, 
 	return res, nil
 }
 
-func traced(a, b *Side, mode string, warm, iters int) ([]sample, float64, error) {
+// TraceRespond is the responder's half of a traced run: total messages
+// of mode received in the hostcopy condition and answered, with the
+// stamps of each. Its device must be traced (SetTrace).
+func TraceRespond(b *Side, mode string, total int) ([]RespStamps, error) {
+	const size = 8
+	rs := make([]RespStamps, total)
+	for i := 0; i < total; i++ {
+		var st Stamps
+		if err := b.recv(mode, CondHostCopy, size, &st); err != nil {
+			return nil, err
+		}
+		rs[i] = RespStamps{Rx: b.D.TraceStamp(uapi.TraceRx), Placed: b.D.TraceStamp(uapi.TracePlaced), Status: b.D.TraceStamp(uapi.TraceStatus),
+			Detect: st.Detect, Read: st.Read, Copied: st.Copied}
+		if err := b.send(mode, size, 0); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// traced is the initiator's half: its stamps of each traced round trip
+// after warm, and RTT/2 (µs).
+func traced(a *Side, mode string, warm, iters int) ([]sample, float64, error) {
 	const size = 8
 	total := warm + iters
 	ss := make([]sample, total)
-	errc := make(chan error, 1)
-	go func() {
-		for i := 0; i < total; i++ {
-			var st Stamps
-			if err := b.recv(mode, CondHostCopy, size, &st); err != nil {
-				errc <- err
-				return
-			}
-			s := &ss[i]
-			s.detect, s.read, s.copied = st.Detect, st.Read, st.Copied
-			s.rx, s.placed, s.status = b.D.TraceStamp(uapi.TraceRx), b.D.TraceStamp(uapi.TracePlaced), b.D.TraceStamp(uapi.TraceStatus)
-			if err := b.send(mode, size, 0); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- nil
-	}()
 	var start int64
 	for i := 0; i < total; i++ {
 		if i == warm {
@@ -145,9 +199,6 @@ func traced(a, b *Side, mode string, warm, iters int) ([]sample, float64, error)
 		s.tx = a.D.TraceStamp(uapi.TraceTx) // nothing traced left a.D since this ping
 	}
 	el := monotime.Now() - start
-	if err := <-errc; err != nil {
-		return nil, 0, err
-	}
 	return ss[warm:], float64(el) / float64(iters) / 2 / 1e3, nil
 }
 

@@ -9,7 +9,7 @@ package pingpong
 import (
 	"errors"
 	"fmt"
-	"runtime"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -41,10 +41,13 @@ type Result struct {
 	// RTTHalfP50Us is the median round trip halved: on a shared, noisy
 	// machine the mean carries the scheduler's and the hypervisor's tail.
 	RTTHalfP50Us float64 `json:"rtt_half_p50_us"`
-	MBps         float64 `json:"mbps"`
-	Iters        int     `json:"iters"`
-	Path         string  `json:"path,omitempty"`
-	Link         string  `json:"link,omitempty"` // mem, udp, afpacket, tap
+	// The tail and spread of the timed round trips, halved as the median
+	// is: a mean and a median alone hide the stalls a user sees.
+	Tails
+	MBps  float64 `json:"mbps"`
+	Iters int     `json:"iters"`
+	Path  string  `json:"path,omitempty"`
+	Link  string  `json:"link,omitempty"` // mem, udp, afpacket, tap
 	// Attach is how a guest's driver reached its device: "vfio" or
 	// "sysfs" (the lab's records only).
 	Attach string `json:"attach,omitempty"`
@@ -187,6 +190,7 @@ type Side struct {
 	Verify   bool
 	Verified int
 	pat      []byte // the pattern messages are cut from (Verify)
+	peerSrc  []byte // what the peer's SetupSide wrote (a stream's Check)
 	// tamper, when set (tests only), runs after the pattern of message
 	// iter was written to src and may change it: the sender bug that
 	// verification must catch.
@@ -209,6 +213,14 @@ var ErrPeerFailed = errors.New("pingpong: the other side failed")
 // stays stopped. Safe to call from any goroutine.
 func (s *Side) Stop(cause error) {
 	s.stopped.CompareAndSwap(nil, &cause)
+}
+
+// Stopped is why s was stopped (Stop), nil if it was not.
+func (s *Side) Stopped() error {
+	if c := s.stopped.Load(); c != nil {
+		return *c
+	}
+	return nil
 }
 
 // Setup prepares both sides for messages up to maxSize (see SetupSide).
@@ -283,20 +295,18 @@ func (s *Side) check(mode, cond string, n, iter int) error {
 }
 
 // send posts message iter, n bytes, to the peer.
+// A stopped side (Stop) sends nothing more: every measurement loop sends
+// once per message, so a stop ends it within a message.
 func (s *Side) send(mode string, n, iter int) error {
-	src := s.srcOf(iter)
-	for {
-		var err error
-		if mode == ModePush {
-			_, err = s.D.Push(s.Peer, src, s.l.dst, uint32(n), 0, 0)
-		} else {
-			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), src, uint32(n), 0, 0, 0)
-		}
-		if !errors.Is(err, driver.ErrQueueFull) {
-			return err
-		}
-		runtime.Gosched()
+	return s.sendAt(mode, n, s.srcOf(iter))
+}
+
+// stoppedErr is the error of a stopped side, nil if it was not stopped.
+func (s *Side) stoppedErr(what string, n int) error {
+	if cause := s.stopped.Load(); cause != nil {
+		return fmt.Errorf("node %d %s a %d-byte message: %w: %w", s.D.Node(), what, n, ErrPeerFailed, *cause)
 	}
+	return nil
 }
 
 // Stamps are the receiver-side stage times of one message (ns, monotonic).
@@ -621,7 +631,42 @@ func InitiateFor(a *Side, mode, cond string, size int, bud Budget, tell func(ite
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,
-		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Recovery: recoverySince(before, a.D), Verified: a.Verified - verified}, nil
+		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Tails: TailsOf(rtts), Recovery: recoverySince(before, a.D), Verified: a.Verified - verified}, nil
+}
+
+// Tails are the order statistics of a measurement's round trips, each
+// halved (RTT/2, in µs), as perftest and the OSU benchmarks report them.
+type Tails struct {
+	P99Us   float64 `json:"rtt_half_p99_us"`
+	P999Us  float64 `json:"rtt_half_p999_us"`
+	MinUs   float64 `json:"rtt_half_min_us"`
+	MaxUs   float64 `json:"rtt_half_max_us"`
+	StdevUs float64 `json:"rtt_half_stdev_us"`
+}
+
+// TailsOf computes the tails of sorted round trips (ns); zero for none.
+func TailsOf(sorted []int64) Tails {
+	n := len(sorted)
+	if n == 0 {
+		return Tails{}
+	}
+	half := func(ns float64) float64 { return ns / 2 / 1e3 }
+	var sum float64
+	for _, v := range sorted {
+		sum += float64(v)
+	}
+	mean := sum / float64(n)
+	var sq float64
+	for _, v := range sorted {
+		sq += (float64(v) - mean) * (float64(v) - mean)
+	}
+	return Tails{P99Us: half(float64(sorted[Rank(n, 0.99)])), P999Us: half(float64(sorted[Rank(n, 0.999)])),
+		MinUs: half(float64(sorted[0])), MaxUs: half(float64(sorted[n-1])), StdevUs: half(math.Sqrt(sq / float64(n)))}
+}
+
+// Rank is the index of quantile q in n sorted values (the nearest rank).
+func Rank(n int, q float64) int {
+	return min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1)
 }
 
 // PaperPoint is what the IPUSH paper's Fig. 8 states for one mode and

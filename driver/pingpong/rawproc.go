@@ -619,7 +619,7 @@ func measureRaw(cond string, budget time.Duration, rt func(i uint64) error) (Res
 	slices.Sort(rtts)
 	half := float64(sum) / float64(len(rtts)) / 2 / 1e3
 	return Result{Mode: ModeRaw, Condition: cond, Size: 8, RTTHalfUs: half, RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3,
-		MBps: 8 / half, Iters: len(rtts), Path: "process"}, nil
+		Tails: TailsOf(rtts), MBps: 8 / half, Iters: len(rtts), Path: "process"}, nil
 }
 
 // udpBaseline ping-pongs 8-byte datagrams with a child over loopback, both

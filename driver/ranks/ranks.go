@@ -45,6 +45,12 @@ type Options struct {
 	// Peers is the UDP peers file: `node <id> <host:port>` for every rank,
 	// this one included (its line is its own address).
 	Peers string
+	// UDPLocal, instead of a peers file, is the host:port a udp device
+	// binds: it starts knowing no peer, and Admit adds each one learned
+	// at run time (a libfabric address vector insert); with Learn, a peer
+	// that sends first is admitted by its first frame.
+	UDPLocal string
+	Learn    bool
 	// Node is this rank's node id (FMPL's default: rank+1).
 	Node uint16
 	// RegionSize is the device's region in bytes (default 64 MiB: room for
@@ -99,6 +105,7 @@ var oversubscribedWait = [][2]string{
 // Device is an open rank device: the driver FMPL runs on.
 type Device struct {
 	Driver *driver.Driver
+	udp    link.Port // a udp device's port, for Admit
 	local  *vdev.Local
 	jobDir string // the rendezvous directory derived from the job id, ours to tidy
 	bound  *cpubind.Binding
@@ -206,6 +213,7 @@ func openDevice(o Options) (*Device, error) {
 	}
 	cfg := vdev.Config{RegionSize: o.RegionSize, Check: o.Check}
 	var l *vdev.Local
+	var udp link.Port
 	var err error
 	jobDir := ""
 	if o.Link == "" {
@@ -228,7 +236,7 @@ func openDevice(o Options) (*Device, error) {
 			return auth.Keyed(p, key)
 		})
 	case "udp":
-		l, err = openUDP(cfg, o, key)
+		l, udp, err = openUDP(cfg, o, key)
 	case "afpacket":
 		l, err = openAFPacket(cfg, &o, key)
 	default:
@@ -242,33 +250,61 @@ func openDevice(o Options) (*Device, error) {
 		l.Close()
 		return nil, fmt.Errorf("ranks: node %d: %w", o.Node, err)
 	}
-	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node, check: o.Check}, nil
+	return &Device{Driver: d, local: l, jobDir: jobDir, node: o.Node, check: o.Check, udp: udp}, nil
 }
 
-func openUDP(cfg vdev.Config, o Options, key *auth.Key) (*vdev.Local, error) {
-	f, err := os.Open(o.Peers)
-	if err != nil {
-		return nil, fmt.Errorf("peers file: %w", err)
-	}
-	peers, err := link.ParsePeers(f)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	me := wire.NodeMAC(o.Node).String()
-	local, ok := peers[me]
+// ErrNotAdmitter reports Admit on a device whose link learns no peers at
+// run time (shm meets every process of its directory; afpacket reaches
+// every node on its segment; a peers file is fixed).
+var ErrNotAdmitter = errors.New("ranks: this device's link takes no peers at run time")
+
+// Admit accepts the device on node at addr (host:port) on a udp device
+// opened with UDPLocal.
+func (d *Device) Admit(node uint16, addr string) error {
+	a, ok := d.udp.(link.Admitter)
 	if !ok {
-		return nil, fmt.Errorf("peers file %s has no line for node %d", o.Peers, o.Node)
+		return ErrNotAdmitter
 	}
-	delete(peers, me)
+	return a.Admit(wire.NodeMAC(node), addr)
+}
+
+func openUDP(cfg vdev.Config, o Options, key *auth.Key) (*vdev.Local, link.Port, error) {
+	var local string
+	peers := map[string]string{}
+	if o.Peers == "" && o.UDPLocal != "" {
+		local = o.UDPLocal
+	} else {
+		f, err := os.Open(o.Peers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("peers file: %w", err)
+		}
+		peers, err = link.ParsePeers(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		me := wire.NodeMAC(o.Node).String()
+		var ok bool
+		local, ok = peers[me]
+		if !ok {
+			return nil, nil, fmt.Errorf("peers file %s has no line for node %d", o.Peers, o.Node)
+		}
+		delete(peers, me)
+	}
 	mtu := min(o.Payload, 65507-wire.FrameOverhead) + wire.FrameOverhead
-	return vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
+	var port link.Port
+	l, err := vdev.NewLocalPorts(cfg, []uint16{o.Node}, func(d *vdev.Device) (link.Port, error) {
 		p, err := link.ListenUDP(local, d.MAC(), peers, mtu)
 		if err != nil {
 			return nil, err
 		}
+		port = p
+		if l, ok := p.(link.Learner); ok && o.Learn {
+			l.Learn(true)
+		}
 		return auth.Keyed(p, key)
 	})
+	return l, port, err
 }
 
 // Nodes are the node ids of a job's n ranks, rank r on node r+1 (node 0

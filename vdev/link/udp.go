@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,11 +34,101 @@ type udpPeer struct {
 
 type udpPort struct {
 	fdPort
-	peers map[[6]byte]*udpPeer
-	all   []*udpPeer // for broadcast, in a fixed order
-	q     txq        // large frames go out on the sender goroutine
+	tab   atomic.Pointer[udpPeers] // replaced whole by Admit, read without a lock
+	admit sync.Mutex               // serialises Admit's copies
+	v6    bool
+	learn atomic.Bool // admit unknown stations from their first datagram (Learn)
+	q     txq         // large frames go out on the sender goroutine
 
 	unknown, spoofed atomic.Uint64 // frames screened out: see Screened
+}
+
+// udpPeers is the accepted set of stations: by MAC, and all of them in a
+// fixed order for broadcast.
+type udpPeers struct {
+	byMAC map[[6]byte]*udpPeer
+	all   []*udpPeer
+}
+
+func (p *udpPort) peer(mac [6]byte) *udpPeer { return p.tab.Load().byMAC[mac] }
+
+// Admitter is a port whose accepted set of stations can grow while it is
+// open: a peer learned at run time (a libfabric address vector insert)
+// rather than from a peers file.
+type Admitter interface {
+	// Admit accepts frames from, and sends frames for, station mac at
+	// addr (host:port). Admitting a station again at another address is
+	// refused with ErrStationMoved.
+	Admit(mac net.HardwareAddr, addr string) error
+}
+
+// Learner is a port that can admit a station it never heard of from its
+// first frame, at the address that frame came from: a program that adds
+// its peers lazily (Open MPI inserts a peer's address only when it first
+// sends to it) still hears from a peer that sent first.
+type Learner interface {
+	// Learn turns learning on or off. Learned stations are admitted as
+	// Admit admits them; a known station's frames from another address
+	// are still dropped as spoofed.
+	Learn(on bool)
+}
+
+// Learn turns learning of unknown stations on or off.
+func (p *udpPort) Learn(on bool) { p.learn.Store(on) }
+
+// learnPeer admits the unknown station mac at the datagram's source.
+func (p *udpPort) learnPeer(mac [6]byte, from *unix.RawSockaddrAny) *udpPeer {
+	var ua *net.UDPAddr
+	switch from.Addr.Family {
+	case unix.AF_INET:
+		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(from))
+		pb := (*[2]byte)(unsafe.Pointer(&a.Port))
+		ua = &net.UDPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: int(pb[0])<<8 | int(pb[1])}
+	case unix.AF_INET6:
+		a := (*unix.RawSockaddrInet6)(unsafe.Pointer(from))
+		pb := (*[2]byte)(unsafe.Pointer(&a.Port))
+		ua = &net.UDPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: int(pb[0])<<8 | int(pb[1])}
+	default:
+		return nil
+	}
+	if err := p.Admit(net.HardwareAddr(mac[:]), ua.String()); err != nil {
+		return nil
+	}
+	return p.peer(mac)
+}
+
+// ErrStationMoved reports an Admit of a known station at another address.
+var ErrStationMoved = errors.New("link: station already admitted at another address")
+
+// Admit adds station mac at addr to the accepted set.
+func (p *udpPort) Admit(mac net.HardwareAddr, addr string) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("link: udp: MAC %q is not 6 bytes", mac)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fmt.Errorf("link: udp: peer %s: %w", mac, err)
+	}
+	pe, err := newUDPPeer(ua, p.v6)
+	if err != nil {
+		return fmt.Errorf("link: udp: peer %s: %w", mac, err)
+	}
+	p.admit.Lock()
+	defer p.admit.Unlock()
+	old := p.tab.Load()
+	if cur := old.byMAC[[6]byte(mac)]; cur != nil {
+		if cur.name == pe.name {
+			return nil
+		}
+		return fmt.Errorf("link: udp: %s at %s, not %s: %w", mac, cur.name, pe.name, ErrStationMoved)
+	}
+	t := &udpPeers{byMAC: make(map[[6]byte]*udpPeer, len(old.byMAC)+1), all: append(old.all[:len(old.all):len(old.all)], pe)}
+	for k, v := range old.byMAC {
+		t.byMAC[k] = v
+	}
+	t.byMAC[[6]byte(mac)] = pe
+	p.tab.Store(t)
+	return nil
 }
 
 // ListenUDP opens a port that carries each Ethernet frame as one UDP
@@ -64,7 +155,8 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 	if err != nil {
 		return nil, fmt.Errorf("link: udp: %w", err)
 	}
-	p := &udpPort{peers: map[[6]byte]*udpPeer{}}
+	p := &udpPort{}
+	tab := &udpPeers{byMAC: map[[6]byte]*udpPeer{}}
 	fail := func(err error) (Port, error) {
 		c.Close()
 		return nil, fmt.Errorf("link: udp %s: %w", local, err)
@@ -95,9 +187,11 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 		if err != nil {
 			return fail(fmt.Errorf("peer %s: %w", m, err))
 		}
-		p.peers[[6]byte(hw)] = pe
-		p.all = append(p.all, pe)
+		tab.byMAC[[6]byte(hw)] = pe
+		tab.all = append(tab.all, pe)
 	}
+	p.tab.Store(tab)
+	p.v6 = v6
 	setSockBufs(fd)
 	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = mtu, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
 	p.screen = p.fromPeer
@@ -108,7 +202,10 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 // fromPeer admits a frame only from the address peers gives the station
 // its Ethernet source names.
 func (p *udpPort) fromPeer(f []byte, from *unix.RawSockaddrAny) bool {
-	pe := p.peers[[6]byte(f[6:12])]
+	pe := p.peer([6]byte(f[6:12]))
+	if pe == nil && p.learn.Load() && f[6]&1 == 0 {
+		pe = p.learnPeer([6]byte(f[6:12]), from)
+	}
 	if pe == nil {
 		p.unknown.Add(1)
 		return false
@@ -134,7 +231,7 @@ func (pe *udpPeer) is(from *unix.RawSockaddrAny) bool {
 }
 
 // KnowsPeer reports whether mac is in the peers file.
-func (p *udpPort) KnowsPeer(mac [6]byte) bool { return p.peers[mac] != nil }
+func (p *udpPort) KnowsPeer(mac [6]byte) bool { return p.peer(mac) != nil }
 
 // Vouches is true: the port takes frames only from the peers file's
 // addresses.
@@ -189,7 +286,7 @@ func (p *udpPort) Send(f []byte) error {
 	}
 	defer p.release()
 	if f[0]&1 == 0 {
-		pe := p.peers[[6]byte(f[:6])]
+		pe := p.peer([6]byte(f[:6]))
 		if pe == nil {
 			return ErrNoRoute
 		}
@@ -202,7 +299,8 @@ func (p *udpPort) Send(f []byte) error {
 		p.Release(f)
 		return nil
 	}
-	if len(p.all) == 0 {
+	all := p.tab.Load().all
+	if len(all) == 0 {
 		return ErrNoRoute
 	}
 	if !p.q.idle() {
@@ -210,7 +308,7 @@ func (p *udpPort) Send(f []byte) error {
 	}
 	var err error
 	sent := false
-	for _, pe := range p.all {
+	for _, pe := range all {
 		if e := p.sendTo(f, pe); e != nil {
 			err = e
 		} else {
@@ -233,7 +331,7 @@ func (p *udpPort) SendVec(head, payload []byte) error {
 	if len(head) < wire.EthHeaderLen || head[0]&1 != 0 {
 		return p.Send(append(head, payload...))
 	}
-	pe := p.peers[[6]byte(head[:6])]
+	pe := p.peer([6]byte(head[:6]))
 	if pe == nil {
 		return ErrNoRoute
 	}
@@ -253,7 +351,7 @@ func (p *udpPort) SendVec(head, payload []byte) error {
 // Backlog is how many frames for dst the port accepted and has not put on
 // the wire yet, and when it last put one there (link.Backlogger).
 func (p *udpPort) Backlog(dst [6]byte) (queued int, lastSent int64) {
-	pe := p.peers[dst]
+	pe := p.peer(dst)
 	if pe == nil {
 		return 0, 0
 	}

@@ -110,6 +110,14 @@ func TestTimeoutGraceBackoffUnreachable(t *testing.T) {
 	sendN(tx, 3, 0)
 	tx.Gap(1, 3, 1<<0, 1) // 2 placed ahead
 	resent(tx, 2)         // 1 and 3 went again
+	if tx.Probing() {     // the tail-loss probe comes first: 3 once more
+		if e := tx.Expire(tx.Deadline(), 1); e != Probed {
+			t.Fatalf("probe: %v", e)
+		}
+		if got := resent(tx, tx.Deadline()); !eq(got, []uint32{3}) {
+			t.Fatalf("probe resent %v, want [3]", got)
+		}
+	}
 	rto := tx.RTO()
 	now := tx.Deadline()
 	pass := uint64(100)
@@ -325,6 +333,90 @@ func TestNacksAcknowledgeNothing(t *testing.T) {
 	}
 }
 
+// A message whose last packet is lost: the tail-loss probe sends that
+// packet again after PTO, before the retransmission timer, once, and
+// counts no timeout; the timer still runs if the probe finds nothing.
+func TestTailLossProbe(t *testing.T) {
+	tx, book := newTx(64)
+	sendN(tx, 4, 1000) // 1..4
+	tx.Ack(3, 1000+40_000)
+	now := int64(1000 + 40_000)
+	pto, rto := tx.PTO(), tx.RTO()
+	if !tx.Probing() || pto >= rto {
+		t.Fatalf("probing %v, PTO %d, RTO %d: want a probe before the timer", tx.Probing(), pto, rto)
+	}
+	if tx.Due(now + pto - 1) {
+		t.Fatal("due before PTO")
+	}
+	if !tx.Due(now + pto) {
+		t.Fatal("not due at PTO")
+	}
+	if e := tx.Expire(now+pto, 1); e != Probed {
+		t.Fatalf("Expire at PTO: %v, want Probed", e)
+	}
+	var n [CauseProbe + 1]int
+	var got []uint32
+	n, _ = tx.Resend(now+pto, func(seq uint32) error { got = append(got, seq); return nil })
+	if !eq(got, []uint32{4}) || n[CauseProbe] != 1 || n[CauseTimeout] != 0 {
+		t.Fatalf("probe resent %v (causes %v), want [4] as a probe", got, n)
+	}
+	if book.Resends != 0 || tx.Probing() {
+		t.Fatalf("after the probe: resends %d, probing %v", book.Resends, tx.Probing())
+	}
+	// No second probe for the same flight: only the timer is left.
+	if tx.Due(now + rto - 1) {
+		t.Fatal("due again before the timer")
+	}
+	e := tx.Expire(now+rto, 2)
+	for p := uint64(3); e == Waiting; p++ {
+		e = tx.Expire(now+rto, p)
+	}
+	if e != TimedOut {
+		t.Fatalf("the timer after a probe: %v, want TimedOut", e)
+	}
+	// The probe's packet arrived: progress re-arms a probe for what is left.
+	sendN(tx, 1, now+rto) // 5
+	tx.Ack(4, now+rto+1000)
+	if !tx.Probing() || tx.Unacked() != 1 {
+		t.Fatalf("after progress: probing %v, unacked %d", tx.Probing(), tx.Unacked())
+	}
+	tx.Ack(5, now+rto+2000)
+	if tx.Probing() || tx.Armed() || book.Timers != 0 {
+		t.Fatalf("all acknowledged: probing %v, armed %v, timers %d", tx.Probing(), tx.Armed(), book.Timers)
+	}
+}
+
+// On a medium that cannot lose (the 5 ms floor), no probe is armed: a
+// slow peer there is an engine off its core, and the timer is enough.
+func TestNoProbeOnLosslessFloor(t *testing.T) {
+	b := &Book{}
+	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, RTOFloor: LosslessRTO, Lossless: true}, b, 7)
+	sendN(tx, 2, 1000)
+	if tx.Probing() {
+		t.Fatalf("a probe armed on the lossless floor (PTO %d, RTO %d)", tx.PTO(), tx.RTO())
+	}
+}
+
+// A flight whose packets the receiver placed ahead of order (SACK) is
+// probed with its last packet not placed.
+func TestProbeSkipsSacked(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 5, 1000) // 1..5
+	tx.Ack(1, 2000)
+	tx.Gap(2, 4, 1<<1, 2000) // 2 missing, 4 placed ahead (bit 1: expect+2); 3 and 5 not heard of
+	resent(tx, 2000)         // the gap's resends
+	if !tx.Probing() {
+		t.Fatal("no probe armed for the flight's tail")
+	}
+	now := int64(2000)
+	if e := tx.Expire(now+tx.PTO(), 1); e != Probed {
+		t.Fatalf("Expire: %v, want Probed", e)
+	}
+	if got := resent(tx, now+tx.PTO()); !eq(got, []uint32{5}) {
+		t.Fatalf("probe resent %v, want [5] (the last packet not placed)", got)
+	}
+}
+
 // On a medium that reports a gone peer itself, timeouts go on resending
 // and backing off but never end the session: a peer starved of CPU is
 // slow, and the medium says when it is dead.
@@ -332,6 +424,14 @@ func TestPeerWatchedTimeoutsNeverUnreachable(t *testing.T) {
 	var b Book
 	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, PeerWatched: true}, &b, 7)
 	sendN(tx, 2, 0)
+	if tx.Probing() { // the tail-loss probe comes first: 2 once more
+		if e := tx.Expire(tx.Deadline(), 1); e != Probed {
+			t.Fatalf("probe: %v", e)
+		}
+		if got := resent(tx, tx.Deadline()); !eq(got, []uint32{2}) {
+			t.Fatalf("probe resent %v, want [2]", got)
+		}
+	}
 	pass := uint64(100)
 	timeouts := 0
 	for range 10 {

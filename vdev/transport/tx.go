@@ -39,6 +39,10 @@ type Config struct {
 	Window      int   // unacknowledged packets per peer
 	MaxTimeouts int   // consecutive timeouts without progress before the peer is unreachable
 	RTOFloor    int64 // least retransmission timeout, ns (0: MinBackoff)
+	// Lossless says the medium never loses a frame (the in-memory hub,
+	// the shared-memory link): no tail-loss probes, whose only finds
+	// there would be a peer off its core.
+	Lossless bool
 	// HoldLimit bounds how long a receiver may hold our packet without
 	// progress (ns; 0: for ever): a slow receiver is not an unreachable
 	// one, but one whose hold never ends (or a stranger repeating hold
@@ -68,6 +72,7 @@ const (
 	CauseGap     Cause = iota + 1 // the receiver reported it missing (SEQ_ERR NACK or SACK)
 	CauseTimeout                  // the retransmission timer ran out
 	CauseGoBack                   // the receiver asked (ring full, or its hold ended)
+	CauseProbe                    // a tail-loss probe: the last packet again after a quiet time
 )
 
 // pkt is one sent, unacknowledged packet. Its sequence number is implied:
@@ -99,6 +104,14 @@ type Tx struct {
 	srtt        int64 // smoothed round trip, ns
 	timeouts    int   // consecutive timeouts without progress
 	heldSince   int64 // the first hold ACK since the last progress (0: none)
+	// Tail-loss probe (TCP's TLP, RFC 8985): a message whose last
+	// packet is lost leaves no later packet for the receiver to find
+	// the gap by, so only the timer found it. probeAt is when the last
+	// unacknowledged packet is sent again if no ACK came (0: no probe
+	// pending); probed says the probe of this flight went, until an ACK
+	// makes progress.
+	probeAt int64
+	probed  bool
 }
 
 // NewTx starts a sending session under epoch (a clock reading, so a
@@ -143,20 +156,44 @@ func (t *Tx) Sent(now int64) {
 	if t.deadline == 0 {
 		t.arm(now+t.RTO(), false)
 	}
+	t.armProbe(now)
 }
+
+// PTO is the tail-loss probe's quiet time: twice the smoothed round trip
+// (the receiver's ACK may wait a pass), at least half the first backoff.
+// Never on a lossless medium.
+func (t *Tx) PTO() int64 { return max(2*t.srtt, MinBackoff/2) }
+
+// armProbe (re)arms the probe for the flight's tail at now + PTO, or at
+// the timer's deadline if that comes first (as Linux caps the PTO by
+// the RTO left): the probe then goes instead of the timeout, and the
+// timer starts again from it. Not again for a flight probed already.
+func (t *Tx) armProbe(now int64) {
+	if t.probed || len(t.pkts) == 0 || t.cfg.Lossless || t.goBack || t.deadline == 0 {
+		t.probeAt = 0
+		return
+	}
+	t.probeAt = min(now+t.PTO(), t.deadline)
+}
+
+// Probing reports whether a tail-loss probe is pending.
+func (t *Tx) Probing() bool { return t.probeAt != 0 }
 
 func (t *Tx) arm(at int64, goBack bool) {
 	if t.deadline == 0 {
 		t.book.Timers++
 	}
 	t.deadline, t.goBack, t.expiredPass = at, goBack, 0
+	if goBack {
+		t.probeAt = 0 // everything not placed goes again: nothing to probe
+	}
 }
 
 func (t *Tx) disarm() {
 	if t.deadline != 0 {
 		t.book.Timers--
 	}
-	t.deadline, t.goBack, t.expiredPass = 0, false, 0
+	t.deadline, t.goBack, t.expiredPass, t.probeAt = 0, false, 0, 0
 }
 
 // Ack applies a cumulative acknowledgement; it reports whether it
@@ -184,11 +221,13 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	t.pkts = t.pkts[:copy(t.pkts, t.pkts[n:])] // in place: no allocation per ACK
 	t.acked = ack
 	t.backoff, t.timeouts, t.heldSince = MinBackoff, 0, 0
+	t.probed = false
 	if len(t.pkts) == 0 {
 		t.disarm()
 	} else {
 		t.arm(now+t.RTO(), false)
 	}
+	t.armProbe(now)
 	return true
 }
 
@@ -295,15 +334,25 @@ func (t *Tx) goBackAll(c Cause) {
 	}
 }
 
-// Deadline is when the timer runs out (0: not armed).
-func (t *Tx) Deadline() int64 { return t.deadline }
+// Deadline is when the timer (or, before it, the tail-loss probe) runs
+// out (0: not armed).
+func (t *Tx) Deadline() int64 {
+	if t.probeAt != 0 && t.probeAt <= t.deadline {
+		return t.probeAt
+	}
+	return t.deadline
+}
 
-// Due reports whether the timer has run out at now.
-func (t *Tx) Due(now int64) bool { return t.deadline != 0 && now >= t.deadline }
+// Due reports whether the timer, or the tail-loss probe, has run out at
+// now.
+func (t *Tx) Due(now int64) bool {
+	return t.deadline != 0 && now >= t.deadline || t.probeAt != 0 && now >= t.probeAt
+}
 
 // Rearm moves the deadline (the device's port still holds the packets, or
-// they left late): neither a timeout nor a go-back yet.
-func (t *Tx) Rearm(at int64) { t.deadline, t.expiredPass = at, 0 }
+// they left late): neither a timeout nor a go-back yet, and no probe:
+// what has not left cannot have been lost.
+func (t *Tx) Rearm(at int64) { t.deadline, t.expiredPass, t.probeAt = at, 0, 0 }
 
 // Expiry is what a run-out timer led to.
 type Expiry uint8
@@ -315,6 +364,7 @@ const (
 	TimedOut                  // a timeout: packets marked, interval doubled
 	Unreachable               // MaxTimeouts in a row: the session is over
 	HoldExpired               // the peer held our packets past Config.HoldLimit: the session is over
+	Probed                    // a tail-loss probe: the last unacknowledged packet marked for resending
 )
 
 // Expire handles a run-out timer in engine pass pass (call when Due).
@@ -325,6 +375,23 @@ const (
 func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	if len(t.pkts) == 0 {
 		t.disarm()
+		return Waiting
+	}
+	if t.probeAt != 0 && now >= t.probeAt {
+		// The tail again, once: if it was lost the receiver places it
+		// and ACKs; if an earlier one was lost too, the probe arriving
+		// out of order makes the receiver report the gap. The timer
+		// starts again from the probe.
+		t.probeAt, t.probed = 0, true
+		t.arm(now+t.RTO(), false)
+		for i := len(t.pkts) - 1; i >= 0; i-- {
+			if p := &t.pkts[i]; !p.sacked {
+				if p.lost == 0 {
+					t.mark(p, CauseProbe)
+				}
+				return Probed
+			}
+		}
 		return Waiting
 	}
 	if t.goBack {
@@ -349,6 +416,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	t.backoff = min(2*t.RTO(), MaxBackoff)
 	t.goBackAll(CauseTimeout)
 	t.arm(now+t.RTO(), false)
+	t.probeAt = 0
 	return TimedOut
 }
 
@@ -377,7 +445,7 @@ func (t *Tx) Blocked(now int64) Expiry {
 // Resend calls send for each packet marked for resending, oldest first,
 // until send fails (the link is full: the rest go on a later pass). It
 // reports how many left, by cause.
-func (t *Tx) Resend(now int64, send func(seq uint32) error) (n [CauseGoBack + 1]int, err error) {
+func (t *Tx) Resend(now int64, send func(seq uint32) error) (n [CauseProbe + 1]int, err error) {
 	for i := range t.pkts {
 		p := &t.pkts[i]
 		if p.lost == 0 {

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// hosts are two network namespaces joined by a veth: two "hosts" that
+// share /dev/shm and /tmp but no network, so the provider must carry
+// their frames over udp across the veth.
+type hosts struct {
+	ns   [2]string
+	ip   [2]string
+	veth [2]string
+}
+
+func twoHosts(t *testing.T) *hosts {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	need(t, "ip")
+	id := fmt.Sprintf("%d%03d", os.Getpid()%100000, rand.IntN(1000))
+	h := &hosts{ns: [2]string{"dnofiA" + id, "dnofiB" + id}, veth: [2]string{"dnoa" + id, "dnob" + id},
+		ip: [2]string{"10.77.0.1", "10.77.0.2"}}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, n := range h.ns {
+		run("netns", "add", n)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", n).Run() })
+	}
+	run("link", "add", h.veth[0], "type", "veth", "peer", "name", h.veth[1])
+	for i := range 2 {
+		run("link", "set", h.veth[i], "netns", h.ns[i])
+		run("-n", h.ns[i], "addr", "add", h.ip[i]+"/24", "dev", h.veth[i])
+		run("-n", h.ns[i], "link", "set", h.veth[i], "up")
+		run("-n", h.ns[i], "link", "set", "lo", "up")
+	}
+	return h
+}
+
+// rxPackets is what the veth end in namespace i received so far.
+func (h *hosts) rxPackets(t *testing.T, i int) int {
+	out, err := exec.Command("ip", "netns", "exec", h.ns[i], "cat", "/sys/class/net/"+h.veth[i]+"/statistics/rx_packets").Output()
+	if err != nil {
+		t.Fatalf("rx_packets of %s: %v", h.veth[i], err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return n
+}
+
+func TestFiPingpongAcrossNamespaces(t *testing.T) {
+	dir := provider(t)
+	need(t, "fi_pingpong")
+	h := twoHosts(t)
+	before := h.rxPackets(t, 0)
+	e := env(t, dir, "FI_DIMMNET_LINK=udp", "FI_DIMMNET_MAX_MSG=262144")
+	out := pingpong(t, e, e, []string{"ip", "netns", "exec", h.ns[0]}, []string{"ip", "netns", "exec", h.ns[1]}, h.ip[0],
+		"-p", "dimmnet", "-e", "rdm", "-S", "all", "-I", "1000", "-c")
+	sizesDone(t, out, "1k", "256k")
+	// every size both ways, 1000 times: far more frames than the control
+	// connection's handful
+	if got := h.rxPackets(t, 0) - before; got < 2*1000*10 {
+		t.Errorf("%s received %d packets: the device's frames did not cross the veth", h.veth[0], got)
+	}
+}
+
+// mpirunAcross runs bin with args under mpirun in the first namespace,
+// slots ranks on each "host", the second's started by an rsh agent that
+// enters its namespace instead of logging in.
+func mpirunAcross(t *testing.T, h *hosts, dir, bin string, slots int, extra []string, args ...string) string {
+	tmp := t.TempDir()
+	agent := filepath.Join(tmp, "netns-rsh")
+	if err := os.WriteFile(agent, []byte("#!/bin/sh\nh=$1; shift; exec ip netns exec \"$h\" sh -c \"$*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostfile := filepath.Join(tmp, "hosts")
+	if err := os.WriteFile(hostfile, []byte(fmt.Sprintf("%s slots=%d\n%s slots=%d\n", h.ns[0], slots, h.ns[1], slots)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := env(t, dir, "FI_DIMMNET_LINK=udp", "FI_DIMMNET_STATS=1")
+	a := []string{"netns", "exec", h.ns[0], "mpirun", "-np", strconv.Itoa(2 * slots), "--allow-run-as-root", "--bind-to", "none",
+		"--hostfile", hostfile, "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", "10.77.0.0/24",
+		"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "dimmnet",
+		"-x", "FI_PROVIDER_PATH", "-x", "FI_DIMMNET_DIR", "-x", "FI_DIMMNET_LINK", "-x", "FI_DIMMNET_STATS", "-x", "PATH"}
+	a = append(append(append(a, extra...), bin), args...)
+	return runCmd(t, e, "ip", a...)
+}
+
+// stats sums the provider's counts the ranks printed at close.
+func stats(out string) (sends, writes, reads, atomics int) {
+	for _, l := range strings.Split(out, "\n") {
+		var node, s, r, rv, w, rd, at int
+		if _, err := fmt.Sscanf(l, "dimmnet-fi stats: node %d {Sends:%d Rendezvous:%d Recvs:%d RMAWrites:%d RMAReads:%d Atomics:%d}",
+			&node, &s, &r, &rv, &w, &rd, &at); err == nil {
+			sends, writes, reads, atomics = sends+s, writes+w, reads+rd, atomics+at
+		}
+	}
+	return
+}
+
+// TestOpenMPIAcrossNamespaces runs the MPI program on two "hosts", two
+// ranks on each; the ranks' frames cross the veth.
+func TestOpenMPIAcrossNamespaces(t *testing.T) {
+	dir := provider(t)
+	bin := mpicheck(t)
+	h := twoHosts(t)
+	before := h.rxPackets(t, 1)
+	out := mpirunAcross(t, h, dir, bin, 2, nil)
+	if !strings.Contains(out, "mpicheck: ok 4") {
+		t.Fatalf("mpicheck did not pass:\n%s", out)
+	}
+	if sends, _, _, _ := stats(out); sends == 0 {
+		t.Errorf("the ranks sent nothing through the provider:\n%s", out)
+	}
+	if got := h.rxPackets(t, 1) - before; got < 1000 {
+		t.Errorf("%s received %d packets: the ranks' frames did not cross the veth", h.veth[1], got)
+	}
+}
+
+// TestOpenMPIOneSidedAcrossNamespaces: MPI_Put, MPI_Get and
+// MPI_Fetch_and_op over osc rdma and btl ofi. Ranks on one host share the
+// window's memory directly, so it takes a rank on each of two hosts for
+// osc rdma to use the provider's RMA and atomics; the provider's counts
+// show it did. One rank per host: two daemons of one hostname share
+// Open MPI's session directory in the common /tmp, and osc rdma's
+// shared-memory segment for local peers collides there.
+func TestOpenMPIOneSidedAcrossNamespaces(t *testing.T) {
+	dir := provider(t)
+	bin := mpicheck(t)
+	h := twoHosts(t)
+	out := mpirunAcross(t, h, dir, bin, 1, []string{"--mca", "osc", "rdma", "--mca", "btl", "self,ofi",
+		"--mca", "btl_ofi_provider_include", "dimmnet"}, "rma")
+	if !strings.Contains(out, "mpicheck: ok 2") {
+		t.Fatalf("mpicheck rma did not pass:\n%s", out)
+	}
+	if _, w, r, a := stats(out); w == 0 || r == 0 || a == 0 {
+		t.Errorf("one-sided operations through the provider: %d writes, %d reads, %d atomics; want each > 0\n%s", w, r, a, out)
+	}
+}

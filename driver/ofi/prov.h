@@ -1,0 +1,38 @@
+/* Shared by the provider's C tables (prov.c) and its Go side (the cgo
+ * preamble): the libfabric headers and the constants both sides agree on. */
+#ifndef DIMMNET_OFI_PROV_H
+#define DIMMNET_OFI_PROV_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_collective.h>
+#include <rdma/providers/fi_prov.h>
+
+/* What the provider offers (primary and secondary capabilities). */
+#define DN_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | \
+		 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | \
+		 FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
+
+/* The fixed length of an endpoint address (see addr.go). */
+#define DN_ADDRLEN 16
+/* The largest fi_inject: copied into link memory at once. */
+#define DN_INJECT 4096
+/* The largest message: a rendezvous body fits a quarter of the arena. */
+#define DN_MAX_MSG (16UL << 20)
+
+/* Marks a call without a flags argument (fi_send, fi_trecv, ...): it takes
+ * the endpoint's default op_flags (bit 63 is no operation flag). */
+#define DN_DEFAULT (1ULL << 63)
+
+const char *dn_param_str(const char *name);
+
+#endif
