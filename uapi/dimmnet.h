@@ -208,8 +208,8 @@ struct dimmnet_regs {
 	uint64_t error;
 	uint64_t error_count;
 	uint64_t pad9[14];
-	uint64_t counters[49]; /* DIMMNET_CTR_* */
-	uint64_t pad10[79];
+	uint64_t counters[50]; /* DIMMNET_CTR_* */
+	uint64_t pad10[78];
 	uint64_t trace[5]; /* DIMMNET_TRACE_* */
 	uint64_t pad11[123];
 	uint64_t viol_log[16][8]; /* struct dimmnet_violation */
@@ -406,7 +406,9 @@ _Static_assert(sizeof(struct dimmnet_regs) == DIMMNET_REGS_SIZE, "register page 
 /* checked devices (FEAT_CHECK): the driver's violations of this datasheet,
  * every one, including those the log's rate limit left out (see Violations) */
 #define DIMMNET_CTR_VIOLATIONS 48
-#define DIMMNET_NUM_COUNTERS 49
+/* */
+#define DIMMNET_CTR_TLPS 49
+#define DIMMNET_NUM_COUNTERS 50
 
 /* Trace stamps: indexes (CLOCK_MONOTONIC ns of the last data packet while TRACE_CTRL = 1). */
 #define DIMMNET_TRACE_CMD_SEEN 0
@@ -912,6 +914,7 @@ static inline const char *dimmnet_counter_name(uint64_t v)
 	case 46: return "OWED_DROPPED";
 	case 47: return "HOLD_EXPIRED";
 	case 48: return "VIOLATIONS";
+	case 49: return "TLPS";
 	default: return "?";
 	}
 }
