@@ -63,7 +63,8 @@ func TestConformPassesGoodDrivers(t *testing.T) {
 }
 
 // Broken drivers fail where they are broken: one that never rings the
-// doorbell is named NO_DOORBELL where the device sleeps; one that never
+// doorbell is named NO_DOORBELL where the device sleeps; one that skips
+// its first command index is named SKIPPED_INDEX; one that never
 // publishes its status head stalls a 2-entry status ring and times out,
 // while it passes where the ring is large.
 func TestConformFailsBrokenDrivers(t *testing.T) {
@@ -88,6 +89,14 @@ func TestConformFailsBrokenDrivers(t *testing.T) {
 	r := res["sleeping-device"]
 	if r.Pass || !strings.Contains(strings.Join(r.Logged, "\n"), "NO_DOORBELL") {
 		t.Fatalf("a driver that never rings passed the sleeping device: %+v", r)
+	}
+
+	// A driver whose first index is one too far stalls the queue: the
+	// checked device names the index it waits at.
+	skip := broken("skip", "        idx = self.next_index\n", "        idx = self.next_index + (self.next_index == self.first_index)  # broken: skips its first index\n")
+	res = runConform(t, "plain", py, skip)
+	if r := res["plain"]; r.Pass || !strings.Contains(strings.Join(r.Logged, "\n"), "SKIPPED_INDEX") {
+		t.Fatalf("a driver that skips an index was not named SKIPPED_INDEX: %+v", r)
 	}
 
 	noHead := broken("nohead", "        self.st(STATQ_HEAD, self.head)  # after reading the entry", "        pass  # broken: never publishes its head")

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // The guest lab end to end: two TCG guests boot, ping-pong through their
@@ -72,10 +74,17 @@ func TestLabPingPong(t *testing.T) {
 	if m == nil || m[1] != want || m[2] != want {
 		t.Fatalf("verified counts %v, want %s each\n%s", m, want, stderr.String())
 	}
-	for _, g := range []string{"guest0.log", "guest1.log"} {
+	for i, g := range []string{"guest0.log", "guest1.log"} {
 		b, err := os.ReadFile(filepath.Join(dir, g))
 		if err != nil || !strings.Contains(string(b), "DIMMNET-DONE ok") {
 			t.Fatalf("%s: %v\n%s", g, err, b)
+		}
+		// The guest's device as `dimmnet devices --pci` lists it.
+		m := regexp.MustCompile(`DIMMNET-DEVICE (\{.*\})`).FindSubmatch(b)
+		var dev devinfo.Device
+		if m == nil || json.Unmarshal(m[1], &dev) != nil || dev.Node != uint64(i) || dev.State != "RUNNING" ||
+			dev.ABIVersion != uapi.ABIVersion || dev.MTU == 0 || dev.MaxInflight == 0 || len(dev.Features) == 0 {
+			t.Fatalf("%s: the guest's device listing %q: %+v", g, m, dev)
 		}
 	}
 	labLeftNothing(t, dir)

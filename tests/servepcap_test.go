@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -85,7 +85,7 @@ func readPushCapture(t *testing.T, pcap string, n int) (msg []byte, fromPeer int
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := capture.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ var DescFields = []Field{
 	{0, 1, "OPCODE", "Opcode"},
 	{1, 1, "FLAGS", "command flags"},
 	{2, 2, "DST_NODE", "destination node"},
-	{4, 4, "DST_PROC", "IPUSH: the receiving process's GPID. Carried in the packet header only: no device acts on it today (the ring is chosen by SRC_PROC, or by REMOTE_ADDR with DIRECT_AMT, which the header then carries in its place) and no status reports it"},
+	{4, 4, "DST_PROC", "IPUSH: the receiving process's GPID. Carried in the packet header only: no device acts on it today (the ring is chosen by SRC_PROC, or by REMOTE_ADDR with DIRECT_AMT, which the header then carries in its place) and no status reports it. PULL, FADD8, CAS8: the GPID read from, carried in the request; the node read from answers as that GPID (the SRC_PROC of its response frames, seen only in a capture), acts on it no further, and no status reports it (PULL_DONE's SRC_PROC is the command's SRC_PROC). PUSH and the rest: carried, unused; 0 will do"},
 	{8, 4, "SRC_PROC", "the sender's GPID (node*PROCS_PER_NODE + process): indexes the receiver's AMT Address Table and is reported in the receiver's statuses"},
 	{12, 4, "LENGTH", lengthDoc},
 	{16, 8, "LOCAL_ADDR", "local link address (8-byte aligned); FADD8, CAS8: where the old value lands"},

@@ -12,7 +12,7 @@ package uapi
 
 import "fmt"
 
-//go:generate go run ./gendatasheet -o ../docs/datasheet.md
+//go:generate go run ./gendatasheet -o ../docs/datasheet.md -h dimmnet.h -py dimmnet_uapi.py
 
 // Magic identifies a dimmnet register page ("DIMMNET1" read as a little-endian
 // u64). A driver that finds anything else at offset 0 is not looking at a
@@ -20,7 +20,7 @@ import "fmt"
 const Magic uint64 = 0x3154454E4D4D4944
 
 // ABIVersion is bumped on every incompatible change of this package's layouts.
-const ABIVersion uint64 = 6
+const ABIVersion uint64 = 7
 
 // RegPageSize is the size of the register page at offset 0 of the region.
 const RegPageSize = 4096
@@ -138,6 +138,37 @@ const (
 	FeatReliable  = 1 << 9  // per-peer sequence numbers and ACKs
 	FeatCheck     = 1 << 10 // a checked device: violations are counted and logged at VIOL_LOG
 )
+
+// FeatureNames names the feature bits, in bit order: the datasheet, the
+// header, `dimmnet stat` and `dimmnet devices` all print these names.
+var FeatureNames = []struct {
+	Bit  uint64
+	Name string
+}{
+	{FeatIPUSH, "IPUSH"}, {FeatAMTAT, "AMTAT"}, {FeatDirectAMT, "DIRECT_AMT"},
+	{FeatPULL, "PULL"}, {FeatPktStatus, "PKT_STATUS"}, {FeatDevHead, "DEV_HEAD"},
+	{FeatHold, "HOLD"}, {FeatNACK, "NACK"}, {FeatTrace, "TRACE"}, {FeatReliable, "RELIABLE"},
+	{FeatCheck, "CHECK"},
+}
+
+// Features names the bits set in a FEATURES value; an unknown bit shows as
+// BIT<n>, so nothing a device reports is hidden.
+func Features(v uint64) []string {
+	var names []string
+	known := uint64(0)
+	for _, f := range FeatureNames {
+		known |= f.Bit
+		if v&f.Bit != 0 {
+			names = append(names, f.Name)
+		}
+	}
+	for b := 0; b < 64; b++ {
+		if v&^known&(1<<b) != 0 {
+			names = append(names, fmt.Sprintf("BIT%d", b))
+		}
+	}
+	return names
+}
 
 // Ring-full modes in RegRingFullMode (per device).
 const (

@@ -39,13 +39,14 @@ type ViolationKind uint64
 // The rules a checked device checks; ViolationDocs says each one's name,
 // what was seen and the datasheet section that states the rule.
 const (
-	VioDescChanged ViolationKind = iota + 1 // a descriptor's words changed after its SEQ was published
-	VioStatusHead                           // STATQ_HEAD moved backwards or past STATQ_TAIL
-	VioAMTHead                              // an AMT HEAD moved backwards or past its TAIL
-	VioReadOnly                             // a read-only register no longer holds the device's value
-	VioNoDoorbell                           // a command published while DEV_SLEEP = 1 and no doorbell rung
-	VioSlotOverrun                          // a slot republished before the device took its command
-	VioAMTChanged                           // an AMT entry set up anew while valid and holding data
+	VioDescChanged  ViolationKind = iota + 1 // a descriptor's words changed after its SEQ was published
+	VioStatusHead                            // STATQ_HEAD moved backwards or past STATQ_TAIL
+	VioAMTHead                               // an AMT HEAD moved backwards or past its TAIL
+	VioReadOnly                              // a read-only register no longer holds the device's value
+	VioNoDoorbell                            // a command published while DEV_SLEEP = 1 and no doorbell rung
+	VioSlotOverrun                           // a slot republished before the device took its command
+	VioAMTChanged                            // an AMT entry set up anew while valid and holding data
+	VioSkippedIndex                          // a command published ahead of the next index, which is not: the queue stalls
 	NumViolationKinds
 )
 
@@ -60,13 +61,14 @@ type ViolationDoc struct {
 
 // ViolationDocs lists the kinds in numeric order.
 var ViolationDocs = []ViolationDoc{
-	{VioDescChanged, "DESC_CHANGED", "a descriptor word, read again when its command completed, differs from what the device took when the slot's SEQ word was published: SEQ was stored before the body was complete, or the body was rewritten while the command was in flight (INDEX: the command; WHERE: the word; EXPECTED: taken; GOT: now)", "Publishing a command"},
+	{VioDescChanged, "DESC_CHANGED", "a descriptor word, read again when its command completed, differs from what the device took when the slot's SEQ word was published: SEQ was stored before the body was complete (INDEX: the command; WHERE: the word; EXPECTED: taken; GOT: now). Rewriting a slot CMDQ_HEAD has passed, for the slot's next index, is allowed even while its previous command is in flight: it is not reported once the driver has published the index before that next one (INDEX + CMDQ_ENTRIES - 1), as a driver posting in order has; a driver that writes several slots of the next lap before publishing the first of them may be", "Publishing a command"},
 	{VioStatusHead, "STATUS_HEAD", "STATQ_HEAD moved backwards, or past STATQ_TAIL (EXPECTED: the bound it broke; GOT: the head)", "Consuming statuses"},
 	{VioAMTHead, "AMT_HEAD", "an AMT entry's HEAD moved backwards or past its TAIL while the entry was valid (INDEX: the AMT entry; EXPECTED: the bound it broke; GOT: the head)", "IPUSH rings"},
 	{VioReadOnly, "READ_ONLY", "a read-only register, counter or trace stamp no longer holds the value the device stored (WHERE: the register; EXPECTED: the device's value; GOT: what it holds); the device goes on from the new value", "Registers"},
-	{VioNoDoorbell, "NO_DOORBELL", "a command was published while DEV_SLEEP was 1 and no doorbell was rung: the device found it only when its sleep timed out, up to 100 ms later (INDEX: the command; reported once the driver has run on without ringing, i.e. published the next command or moved STATQ_HEAD at least 2 ms after the device found it; a doorbell rung before that is a late one, a legitimate race, not reported)", "Publishing a command"},
+	{VioNoDoorbell, "NO_DOORBELL", "a command was published while DEV_SLEEP was 1 and no doorbell was rung: the device found it only when its sleep timed out, up to 100 ms later (INDEX: the command; WHERE: its slot's SEQ word; EXPECTED: the DOORBELLS count a ring would have made, the count when the device fell asleep + 1; GOT: DOORBELLS as it was, unmoved). Reported once the driver has run on without ringing, i.e. published the next command or moved STATQ_HEAD at least 2 ms after the device found it; a doorbell rung before that is a late one, a legitimate race, not reported", "Publishing a command"},
 	{VioSlotOverrun, "SLOT_OVERRUN", "a command slot was published for a later lap (SEQ = index + 1 + k*CMDQ_ENTRIES) before the device took the command at its index: the driver did not keep index - CMDQ_HEAD below CMDQ_ENTRIES (INDEX: the command lost; EXPECTED and GOT: the SEQ values)", "Publishing a command"},
 	{VioAMTChanged, "AMT_CHANGED", "an AMT entry's BASE or SIZE|FLAGS was rewritten, or its TAIL set back, while it was valid and its ring held data (TAIL != HEAD) (INDEX: the AMT entry; WHERE: the word; EXPECTED: the old value; GOT: the new)", "IPUSH rings"},
+	{VioSkippedIndex, "SKIPPED_INDEX", "a command was published ahead of the next index (its slot's SEQ is its index + 1) while the slot at CMDQ_HEAD is not published, for a second: the driver skipped an index or started at the wrong one, and the device waits at CMDQ_HEAD for ever (INDEX: CMDQ_HEAD, the index never published; WHERE: its SEQ word; EXPECTED: INDEX + 1; GOT: the first index published ahead of it, plus 1). Looked for when the device falls asleep and at each timed wake-up", "Starting up"},
 }
 
 // String names the kind as the datasheet and `dimmnet stat` do.

@@ -54,6 +54,13 @@ type checker struct {
 
 	overrunAt uint64 // the command index last reported overrun, plus 1
 
+	// a skipped index: since when the head's slot has been unpublished
+	// with a later one published (0: not so), at which head, and the
+	// head last reported, plus 1
+	skipAt       int64
+	skipHead     uint64
+	skipReported uint64
+
 	// the log's rate limit
 	seq      uint64 // violations logged
 	window   int64  // start of the current second
@@ -193,11 +200,21 @@ func (c *checker) amtEntry(i uint64) {
 }
 
 // desc checks, as command idx completes, that its slot still holds what
-// the device took, unless the slot was published again since.
+// the device took, unless the slot was published again since, or the
+// driver has reached the slot's next lap: once CMDQ_HEAD has passed a
+// slot the driver may rewrite it for index idx + CMDQ_ENTRIES (the device
+// keeps its own copy) before that command's SEQ is stored, and it has
+// when it published idx + CMDQ_ENTRIES - 1, the index before it. A
+// command in flight for long (an IPUSH held by a full ring) saw its slot
+// rewritten so and was reported DESC_CHANGED.
 func (c *checker) desc(taken *uapi.Desc, idx uint64) {
 	d := c.d
 	slot := d.cmdSlot(idx)
 	if d.r.Load64At(slot+uapi.DescSeqOff) != idx+1 {
+		return
+	}
+	n := d.g.CmdqEntries
+	if prev := idx + n - 1; d.cmdHead > prev || c.publishedLap(prev) {
 		return
 	}
 	now := d.r.ReadWords8(slot)
@@ -226,6 +243,53 @@ func (c *checker) published(idx uint64) bool {
 	return c.d.r.Load64At(c.d.cmdSlot(idx)+uapi.DescSeqOff) == idx+1
 }
 
+// publishedLap reports whether idx, or the same slot in a later lap, is
+// published.
+func (c *checker) publishedLap(idx uint64) bool {
+	seq := c.d.r.Load64At(c.d.cmdSlot(idx) + uapi.DescSeqOff)
+	return seq >= idx+1 && (seq-idx-1)%c.d.g.CmdqEntries == 0
+}
+
+// skipGrace is how long a command published ahead of an unpublished head
+// must stay so before it is reported SKIPPED_INDEX: a driver whose
+// threads reserve indexes may publish them out of order for a moment
+// (one thread preempted between reserving and publishing), never for a
+// second.
+const skipGrace = 1_000_000_000
+
+// skipped looks, when the engine falls asleep or its timer wakes it,
+// for a command published ahead of the head while the head's own slot
+// is not: the driver skipped an index (or started at the wrong one) and
+// the queue is stalled for good. It scans the ring (CMDQ_ENTRIES loads,
+// at most every idle period) and reports the stall once, after
+// skipGrace: INDEX the index the device waits at, GOT the first index
+// published ahead of it, plus 1.
+func (c *checker) skipped() {
+	d := c.d
+	head := d.cmdHead
+	if c.published(head) || c.skipReported == head+1 {
+		c.skipAt = 0
+		return
+	}
+	var ahead uint64
+	for k := uint64(1); k < d.g.CmdqEntries; k++ {
+		if c.published(head + k) {
+			ahead = head + k
+			break
+		}
+	}
+	switch {
+	case ahead == 0:
+		c.skipAt = 0
+	case c.skipAt == 0 || c.skipHead != head:
+		c.skipAt, c.skipHead = d.now(), head
+	case d.now()-c.skipAt >= skipGrace:
+		c.skipReported, c.skipAt = head+1, 0
+		c.report(uapi.Violation{Kind: uapi.VioSkippedIndex, Index: head, Where: d.cmdSlot(head) + uapi.DescSeqOff,
+			Expected: head + 1, Got: ahead + 1})
+	}
+}
+
 // movedOn reports that the driver suspected of a missing doorbell has run
 // on since it published the command: it published the next one or took a
 // status. Only then is the doorbell missing rather than late: a driver
@@ -239,6 +303,7 @@ func (c *checker) movedOn() bool {
 // sleeping notes that the engine falls asleep on the device (DEV_SLEEP is
 // 1 and it has looked at the queue once more).
 func (c *checker) sleeping() {
+	c.skipped()
 	c.bells = c.d.r.Load64(uapi.CtrDoorbells.Off())
 	c.polled.Store(false)
 	c.sleptAt = c.d.cmdHead
@@ -251,6 +316,7 @@ func (c *checker) sleeping() {
 // driver running the device since, it is a suspect (a doorbell within
 // doorbellGrace still clears it).
 func (c *checker) timerWoke() {
+	c.skipped()
 	idx := c.d.cmdHead
 	if c.polled.Load() || idx != c.sleptAt || c.sleptBusy || !c.published(idx) ||
 		c.d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells {

@@ -16,10 +16,17 @@ type checkedPair struct {
 
 func newCheckedPair(t *testing.T) *checkedPair {
 	t.Helper()
+	return newCheckedPairCmdq(t, 0)
+}
+
+// newCheckedPairCmdq is newCheckedPair with cmdq command slots (0: the
+// default).
+func newCheckedPairCmdq(t *testing.T, cmdq int) *checkedPair {
+	t.Helper()
 	cp := &checkedPair{now: 1 << 40}
 	hub := link.NewHub(4096, 64)
 	for i, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20, Check: true})
+		d, err := New(Config{Node: n, RegionSize: 1 << 20, Check: true, CmdEntries: cmdq})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,5 +251,88 @@ func TestCheckedDeviceRateLimitsTheLog(t *testing.T) {
 	cp.run()
 	if vs := d.r.ReadViolations(); vs[len(vs)-1].Seq != uapi.ViolLogPerSecond+1 {
 		t.Fatalf("nothing logged the next second: %v", vs[len(vs)-1])
+	}
+}
+
+// A slot CMDQ_HEAD has passed may be rewritten for its next lap while its
+// command is still in flight: the device keeps its own copy, and a
+// checked device does not call it DESC_CHANGED once the driver has
+// published the index before the slot's next one.
+func TestCheckedDeviceAllowsNextLapRewrite(t *testing.T) {
+	cp := newCheckedPairCmdq(t, 4)
+	d := cp.a
+	post(d, 0, uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, Length: 64, Cookie: 7})
+	var t0 int64
+	d.step(&t0) // taken and sent, not acknowledged
+	for i := uint64(1); i < 4; i++ {
+		post(d, i, uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal})
+	}
+	d.step(&t0)
+	if d.cmdHead != 4 {
+		t.Fatalf("head %d, want 4", d.cmdHead)
+	}
+	// Index 4's body goes into slot 0, SEQ not stored yet, while command 0
+	// is in flight; then command 0 completes.
+	next := uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal, Cookie: 0x4444}
+	w := next.Words()
+	for i := range uapi.DescSeqOff / 8 {
+		d.r.Store64At(d.cmdSlot(4)+uint64(8*i), w[i])
+	}
+	cp.run()
+	if d.statTail < 4 {
+		t.Fatalf("command 0 did not complete: %d statuses", d.statTail)
+	}
+	d.r.Store64At(d.cmdSlot(4)+uapi.DescSeqOff, 5)
+	cp.run()
+	if d.cmdHead != 5 || d.statTail != 5 {
+		t.Fatalf("command 4 did not run: head %d, %d statuses", d.cmdHead, d.statTail)
+	}
+	if n := violations(d); n != 0 {
+		t.Fatalf("%d violations for a next-lap rewrite: %v", n, d.r.ReadViolations())
+	}
+}
+
+// A command published ahead of the next index, which never is, stalls
+// the queue: a checked device names it SKIPPED_INDEX after a second,
+// and a moment's out-of-order publishing is not reported.
+func TestCheckedDeviceNamesSkippedIndex(t *testing.T) {
+	cp := newCheckedPair(t)
+	d := cp.a
+	// out of order for a moment: 1 before 0
+	post(d, 1, uapi.Desc{Opcode: uapi.OpNOP})
+	d.checkSleep(false)
+	cp.now += skipGrace / 2
+	post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
+	d.checkSleep(true)
+	cp.run()
+	if d.cmdHead != 2 || violations(d) != 0 {
+		t.Fatalf("head %d, violations %v", d.cmdHead, d.r.ReadViolations())
+	}
+	// index 2 skipped: 3 published
+	post(d, 3, uapi.Desc{Opcode: uapi.OpNOP})
+	cp.run()
+	d.checkSleep(false)
+	cp.now += skipGrace / 2
+	d.checkSleep(true)
+	if n := violations(d); n != 0 {
+		t.Fatalf("reported within the grace: %v", d.r.ReadViolations())
+	}
+	cp.now += skipGrace / 2
+	d.checkSleep(true)
+	v := only(t, d, 0, uapi.VioSkippedIndex)
+	if v.Index != 2 || v.Expected != 3 || v.Got != 4 || v.Where != d.cmdSlot(2)+uapi.DescSeqOff {
+		t.Fatalf("%v", v)
+	}
+	cp.now += 2 * skipGrace
+	d.checkSleep(true)
+	d.checkSleep(false)
+	if n := violations(d); n != 1 {
+		t.Fatalf("the same stall reported %d times", n)
+	}
+	// the driver mends it: the queue runs on
+	post(d, 2, uapi.Desc{Opcode: uapi.OpNOP})
+	cp.run()
+	if d.cmdHead != 4 {
+		t.Fatalf("head %d after the gap was filled", d.cmdHead)
 	}
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 
 	"github.com/dimmnet/dimmnet/driver/acp/acpbench"
 	"github.com/dimmnet/dimmnet/driver/ranks"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
 // acpBenchCmd measures ACP's copies and atomics between rank processes
@@ -35,7 +35,8 @@ func acpBenchCmd(args []string) error {
 		return nil // one rank of a launcher's job: rank 0 prints
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
+		enc.Info.Medium = *linkKind
 		for _, r := range recs {
 			enc.Encode(r)
 		}

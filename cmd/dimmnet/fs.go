@@ -15,6 +15,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/regfs"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/internal/rundir"
 	"golang.org/x/sys/unix"
 )
@@ -133,52 +134,52 @@ func fsCmd(args []string) error {
 	}
 }
 
-// statCmd prints one device's registers and counters (every second with -w).
+// statCmd prints one device's registers and counters (every second with
+// -w, each counter's rate beside its total; --json: records for scripts).
 func statCmd(args []string) error {
 	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	watch := fs.Bool("w", false, "print again every second until interrupted")
+	watch := fs.Bool("w", false, "print again every second until interrupted, with each counter's rate per second")
+	asJSON := fs.Bool("json", false, "print JSON records (registers, counters, rates_per_second, trace, violations)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
-		return errors.New("usage: dimmnet stat [-w] [SOCKET] (a bare name such as node1.sock is in serve's default directory; no socket: node0.sock there if a daemon serves it, else the device on this guest's PCI bus)")
+		return errors.New("usage: dimmnet stat [-w] [--json] [SOCKET] (a bare name such as node1.sock is in serve's default directory; no socket: node0.sock there if a daemon serves it, else the device on this guest's PCI bus)")
 	}
-	var t driver.Attachment
-	var err error
-	name := "pci"
-	sock := fs.Arg(0)
-	if sock == "" {
-		if p := filepath.Join(rundir.Default(), "node0.sock"); fileExists(p) {
-			sock = "node0.sock"
-		}
-	}
-	if sock != "" {
-		if sock, err = rundir.Socket(sock); err != nil {
-			return err
-		}
-		t, err = driver.Dial(sock)
-		name = strings.TrimSuffix(filepath.Base(sock), ".sock")
-	} else {
-		t, err = driver.AttachPCI("")
-	}
+	name, t, err := attachOne(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	defer t.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	for {
-		if err := regfs.WriteStat(os.Stdout, name, t.Region()); err != nil {
-			return err
-		}
-		if !*watch {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-			fmt.Println()
+	var o regfs.WatchOptions
+	if *watch {
+		o.Every = time.Second
+	}
+	if *asJSON {
+		o.Encode = provenance.NewEncoder(os.Stdout).Encode
+	}
+	return regfs.Watch(ctx, os.Stdout, name, t.Region(), o)
+}
+
+// attachOne attaches to the device stat and trace name: a socket (a bare
+// name is in serve's default directory), else node0.sock there if a
+// daemon serves it, else the device on this guest's PCI bus.
+func attachOne(sock string) (string, driver.Attachment, error) {
+	if sock == "" {
+		if p := filepath.Join(rundir.Default(), "node0.sock"); fileExists(p) {
+			sock = "node0.sock"
 		}
 	}
+	if sock == "" {
+		t, err := driver.AttachPCI("")
+		return "pci", t, err
+	}
+	sock, err := rundir.Socket(sock)
+	if err != nil {
+		return "", nil, err
+	}
+	t, err := driver.Dial(sock)
+	return strings.TrimSuffix(filepath.Base(sock), ".sock"), t, err
 }

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
@@ -142,15 +143,12 @@ func guestPingPong(args map[string]string) error {
 	if err != nil {
 		return err
 	}
+	printDevice(bdfs[0], t)
 	d, err := driver.Open(t)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if n, ok := driver.Interrupts(t); ok {
-			fmt.Printf("%s %d\n", lab.MarkIRQs, n)
-		}
-	}()
+	defer printIRQs(t)
 	pos, _ := driver.IVPosition(t)
 	fmt.Printf("guest: node %d, ivshmem peer %d, %s, attached through %s\n", d.Node(), pos, args["dimmnet.role"], driver.AttachKind(t))
 	side := &pingpong.Side{D: d, Peer: uint16(peer), Verify: true}
@@ -391,4 +389,21 @@ func spinFor(p *uint64, v uint64, limit time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// printDevice prints the guest's device as `dimmnet devices` lists it, for
+// the lab to check.
+func printDevice(bdf string, t driver.Attachment) {
+	if dev, err := devinfo.Read(bdf, t.Region()); err == nil {
+		b, _ := json.Marshal(dev)
+		fmt.Printf("%s %s\n", lab.MarkDevice, b)
+	}
+}
+
+// printIRQs prints how many times the device's MSI-X interrupt woke the
+// guest, where the attachment counts them.
+func printIRQs(t driver.Attachment) {
+	if n, ok := driver.Interrupts(t); ok {
+		fmt.Printf("%s %d\n", lab.MarkIRQs, n)
+	}
 }

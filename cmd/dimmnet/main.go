@@ -29,9 +29,13 @@ commands:
 
   fs         mount a live /dev-like view of every device a daemon serves
              (dimmnet fs [--dir DIR] [--rw] MOUNTPOINT)
-  stat       print a device's registers and counters (dimmnet stat [-w] [SOCK];
-             no SOCK: the default DIR's node0.sock, or inside a lab guest
-             the PCI device)
+  stat       print a device's registers and counters (dimmnet stat [-w] [--json]
+             [SOCK]; -w: every second, with each counter's rate; no SOCK:
+             the default DIR's node0.sock, or inside a lab guest the PCI
+             device)
+  devices    every device a daemon serves (or a lab guest has), with node,
+             state, ABI, features, MTU, MAX_INFLIGHT, sizes, link and peers,
+             like ibv_devinfo -v (dimmnet devices [--dir DIR] [--json])
   trace      stream a daemon device's live trace, decoded: commands, statuses,
              doorbells, interrupts, frames, violations (dimmnet trace SOCK)
   conform    run a driver program against checked devices in every situation
@@ -49,9 +53,19 @@ commands:
              beside OpenSHMEM and MPI one-sided (osc pt2pt)
   acp-tables the ACP paper's memory and format tables and the IPUSH
              paper's receive-area table, regenerated beside the papers'
+  version    this build's provenance (module, VCS revision, Go, ABI, CPU,
+             cores, load average): what every --json record carries
 
 run "dimmnet <command> -h" for a command's flags.
 `
+
+// commands are the CLI's commands by name, each parsing its own flags.
+var commands = map[string]func(args []string) error{
+	"pingpong": pingpongCmd, "perf": perfCmd, "serve": serveCmd, "fs": fsCmd, "stat": statCmd,
+	"devices": devicesCmd, "trace": traceCmd, "conform": conformCmd, "lab": labCmd,
+	"lmmc-bench": lmmcBenchCmd, "fabric-bench": fabricBenchCmd, "barrier": barrierCmd,
+	"mpbench": mpbenchCmd, "acp-bench": acpBenchCmd, "acp-tables": acpTablesCmd, "version": versionCmd,
+}
 
 func main() {
 	subproc.Main()        // a child this binary started to be one end of a measurement
@@ -62,44 +76,17 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var err error
 	switch os.Args[1] {
-	case "pingpong":
-		err = pingpongCmd(os.Args[2:])
-	case "perf":
-		err = perfCmd(os.Args[2:])
-	case "serve":
-		err = serveCmd(os.Args[2:])
-	case "fs":
-		err = fsCmd(os.Args[2:])
-	case "stat":
-		err = statCmd(os.Args[2:])
-	case "trace":
-		err = traceCmd(os.Args[2:])
-	case "conform":
-		err = conformCmd(os.Args[2:])
-	case "lab":
-		err = labCmd(os.Args[2:])
-	case "lmmc-bench":
-		err = lmmcBenchCmd(os.Args[2:])
-	case "fabric-bench":
-		err = fabricBenchCmd(os.Args[2:])
-	case "barrier":
-		err = barrierCmd(os.Args[2:])
-	case "mpbench":
-		err = mpbenchCmd(os.Args[2:])
-	case "acp-bench":
-		err = acpBenchCmd(os.Args[2:])
-	case "acp-tables":
-		err = acpTablesCmd(os.Args[2:])
-
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
-	default:
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
 		fmt.Fprintf(os.Stderr, "dimmnet: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	err := cmd(os.Args[2:])
 	if interrupt.Signaled() {
 		// The measurement stopped first, then everything was torn down.
 		fmt.Fprintf(os.Stderr, "dimmnet %s: interrupted; devices and links torn down\n", os.Args[1])

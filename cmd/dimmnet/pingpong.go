@@ -131,7 +131,7 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return pingpong.WriteJSON(os.Stdout, slices.Concat(res, raw, local))
+			return pingpong.WriteJSON(os.Stdout, slices.Concat(res, raw, local), *linkKind)
 		}
 		pingpong.PrintTable(os.Stdout, pp.title, res)
 		pingpong.PrintRaw(os.Stdout, res, raw)
@@ -159,7 +159,7 @@ func pingpongCmd(args []string) error {
 		}
 		progress("")
 		if *asJSON {
-			return pingpong.WriteJSON(os.Stdout, b)
+			return pingpong.WriteJSON(os.Stdout, b, *linkKind)
 		}
 		pingpong.PrintBreakdown(os.Stdout, b)
 		return nil
@@ -207,7 +207,7 @@ func pingpongCmd(args []string) error {
 	}
 	if *asJSON {
 		progress("")
-		return pingpong.WriteJSON(os.Stdout, res)
+		return pingpong.WriteJSON(os.Stdout, res, *linkKind)
 	}
 	progress("raw baselines: word ping-pong through shared memory, memcpy")
 	raw := pingpong.RawWordPingPong(20000)

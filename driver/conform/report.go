@@ -1,12 +1,13 @@
 package conform
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
 // ErrNoSituation names a situation Pick was asked for that does not exist.
@@ -48,7 +49,7 @@ func Report(w io.Writer, res []Result, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		e := json.NewEncoder(w)
+		e := provenance.NewEncoder(w)
 		e.SetIndent("", "  ")
 		if err := e.Encode(res); err != nil {
 			return err

@@ -1,15 +1,6 @@
 package perf
 
-import (
-	"bufio"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-	"strings"
-
-	"github.com/dimmnet/dimmnet/uapi"
-)
+import "github.com/dimmnet/dimmnet/internal/provenance"
 
 // Info is where and with what a record was measured: figures from a
 // shared two-core machine mean little without the build, the CPU and the
@@ -24,47 +15,13 @@ type Info struct {
 	Load     [3]float64 `json:"load"`
 }
 
-// CollectInfo reads the build's module version and VCS revision, the ABI
-// version, the CPU model, the cores and the load average now.
+// CollectInfo is internal/provenance's Collect in this package's record
+// shape: the facts come from the one place every --json record gets them.
 func CollectInfo() Info {
-	in := Info{ABI: int(uapi.ABIVersion), Cores: runtime.NumCPU()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		in.Version = bi.Main.Version
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				in.Revision = s.Value
-			case "vcs.modified":
-				in.Modified = s.Value == "true"
-			}
-		}
-	}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				in.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	in.Load = LoadAverage()
-	return in
+	p := provenance.Collect()
+	return Info{Version: p.Version, Revision: p.Revision, Modified: p.Modified, ABI: int(p.ABIVersion),
+		CPUModel: p.CPUModel, Cores: p.Cores, Load: p.LoadAverage}
 }
 
 // LoadAverage is /proc/loadavg's three figures (zero where unreadable).
-func LoadAverage() [3]float64 {
-	var l [3]float64
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return l
-	}
-	for i, f := range strings.Fields(string(b)) {
-		if i == 3 {
-			break
-		}
-		l[i], _ = strconv.ParseFloat(f, 64)
-	}
-	return l
-}
+func LoadAverage() [3]float64 { return provenance.Collect().LoadAverage }

@@ -1,11 +1,12 @@
 package pingpong
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
 // Step is one measurement of a run; both processes of a two-process run
@@ -140,8 +141,11 @@ func VerifiedIn(res []Result) int {
 	return n
 }
 
-func WriteJSON(w io.Writer, v any) error {
-	e := json.NewEncoder(w)
+func WriteJSON(w io.Writer, v any, medium ...string) error {
+	e := provenance.NewEncoder(w) // every record says what made it, and under what load
+	if len(medium) > 0 {
+		e.Info.Medium = medium[0]
+	}
 	e.SetIndent("", "  ")
 	return e.Encode(v)
 }

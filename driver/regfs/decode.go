@@ -36,36 +36,13 @@ func checkRegion(b []byte) (uapi.Geometry, error) {
 	return g, nil
 }
 
-// featureNames names the FEATURES bits in datasheet order.
-var featureNames = []struct {
-	bit  uint64
-	name string
-}{
-	{uapi.FeatIPUSH, "IPUSH"}, {uapi.FeatAMTAT, "AMTAT"}, {uapi.FeatDirectAMT, "DIRECT_AMT"},
-	{uapi.FeatPULL, "PULL"}, {uapi.FeatPktStatus, "PKT_STATUS"}, {uapi.FeatDevHead, "DEV_HEAD"},
-	{uapi.FeatHold, "HOLD"}, {uapi.FeatNACK, "NACK"}, {uapi.FeatTrace, "TRACE"}, {uapi.FeatReliable, "RELIABLE"},
-}
-
 // featuresText names the set bits of a FEATURES value; unknown bits show
 // as BIT<n> so nothing the device reports is hidden.
 func featuresText(v uint64) string {
-	var names []string
-	known := uint64(0)
-	for _, f := range featureNames {
-		known |= f.bit
-		if v&f.bit != 0 {
-			names = append(names, f.name)
-		}
+	if names := uapi.Features(v); len(names) > 0 {
+		return strings.Join(names, " ")
 	}
-	for b := 0; b < 64; b++ {
-		if v&^known&(1<<b) != 0 {
-			names = append(names, fmt.Sprintf("BIT%d", b))
-		}
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, " ")
+	return "none"
 }
 
 // stateText names a STATE value.

@@ -31,6 +31,12 @@ var statWidth = func() int {
 // files use, so both views agree. The region is validated first (size,
 // magic, ABI version, geometry) and an invalid one is an error, not output.
 func WriteStat(w io.Writer, name string, region []byte) error {
+	return writeStat(w, name, region, nil)
+}
+
+// writeStat is WriteStat; with a snapshot, the counters are the
+// snapshot's, each followed by its rate when the snapshot has rates.
+func writeStat(w io.Writer, name string, region []byte, snap *Stat) error {
 	if _, err := checkRegion(region); err != nil {
 		return fmt.Errorf("regfs: %s: %w", name, err)
 	}
@@ -47,7 +53,15 @@ func WriteStat(w io.Writer, name string, region []byte) error {
 	}
 	fmt.Fprintln(bw, "counters")
 	for c := uapi.Counter(0); c < uapi.NumCounters; c++ {
-		line(c.String(), uapi.RO, counterText(r, c))
+		if snap == nil {
+			line(c.String(), uapi.RO, counterText(r, c))
+			continue
+		}
+		v := fmt.Sprintf("%-20d", snap.Counters[c.String()])
+		if rate, ok := snap.Rates[c.String()]; ok {
+			v += fmt.Sprintf("%14.1f/s", rate)
+		}
+		line(c.String(), uapi.RO, strings.TrimRight(v, " "))
 	}
 	fmt.Fprintln(bw, "trace")
 	for i, n := range uapi.TraceNames {

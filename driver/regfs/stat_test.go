@@ -163,3 +163,51 @@ func TestStatPos(t *testing.T) {
 		}
 	}
 }
+
+// Snapshots carry every counter; rates are the difference over the time
+// between two snapshots, and the text shows them beside the totals.
+func TestSnapRates(t *testing.T) {
+	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	region := l.Devices[0].Region()
+	s1, err := Snap("node1", region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := d.Post(&uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal}); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, d)
+	}
+	s2, err := Snap("node1", region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.SetRates(s1)
+	moved := s2.Counters["CMDS"] - s1.Counters["CMDS"]
+	if moved < 3 || len(s2.Counters) != int(uapi.NumCounters) {
+		t.Fatalf("CMDS moved %d, %d counters", moved, len(s2.Counters))
+	}
+	want := float64(moved) / s2.Time.Sub(s1.Time).Seconds()
+	if got := s2.Rates["CMDS"]; got != want || got <= 0 {
+		t.Errorf("CMDS rate %v, want %v", got, want)
+	}
+	var b bytes.Buffer
+	if err := writeStat(&b, "node1", region, &s2); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "/s\n") || !strings.Contains(b.String(), fmt.Sprintf("%d", s2.Counters["CMDS"])) {
+		t.Errorf("no rates in the text:\n%s", b.String())
+	}
+	if _, err := Snap("x", region[:4096]); err == nil {
+		t.Error("a short region snapped")
+	}
+}

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,5 +182,20 @@ func TestEnsureRelative(t *testing.T) {
 	t.Chdir(shared)
 	if err := Ensure("dimmnet", 0); !errors.Is(err, ErrWritable) {
 		t.Fatalf("a relative directory in a world-writable cwd: %v, want ErrWritable", err)
+	}
+}
+
+func TestLinkFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadLink(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("no link file: %v", err)
+	}
+	want := Link{Kind: "udp", Nodes: []uint16{1}, Peers: []uint16{0, 1, 2}}
+	if err := WriteLink(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLink(dir)
+	if err != nil || got.Kind != want.Kind || len(got.Peers) != 3 || got.Nodes[0] != 1 {
+		t.Fatalf("round trip: %+v %v", got, err)
 	}
 }

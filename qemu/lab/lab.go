@@ -374,7 +374,7 @@ func Run(o Options) error {
 		devs[i].Link = o.LinkKind
 	}
 	if o.AsJSON {
-		return pingpong.WriteJSON(os.Stdout, append(raws, devs...))
+		return pingpong.WriteJSON(os.Stdout, append(raws, devs...), o.LinkKind)
 	}
 	base := map[string]pingpong.Result{}
 	for _, r := range raws {

@@ -10,4 +10,5 @@ const (
 	MarkAttach   = "DIMMNET-ATTACH"   // "vfio" or "sysfs (why not vfio)"
 	MarkIRQs     = "DIMMNET-IRQS"     // wake-ups by the device's MSI-X interrupt
 	MarkStorm    = "DIMMNET-STORM"    // "N times in D": a storming guest's Doorbell stores
+	MarkDevice   = "DIMMNET-DEVICE"   // one JSON devinfo.Device: the guest's device as dimmnet devices lists it
 )

@@ -11,6 +11,9 @@
 --        wireshark -X lua_script:/path/to/dimmnet.lua capture.pcap
 -- or copy this file to ~/.local/lib/wireshark/plugins/. See docs/wire.md,
 -- "Capturing and decoding".
+-- Frames the udp link carries (each datagram one whole Ethernet frame, on
+-- no fixed port) are found by a heuristic on UDP payloads: a capture of
+-- the link's traffic (tcpdump -i lo udp) decodes with no "Decode As".
 -- Display filters use the abbreviations below, e.g.
 --        dimmnet.type == 2 && dimmnet.flags.last == 1
 --        dimmnet.nack_code == 256         (SEQ_ERR)
@@ -22,6 +25,7 @@ local dimmnet = Proto("dimmnet", "dimmnet RDMA")
 local HEADER_LEN = 64
 local VERSION = 1
 local ETHERTYPE = 0x88B5
+local ETH_HEADER_LEN = 14
 local AUTH_TRAILER_LEN = 24
 
 -- Packet types (wire.TypeDocs): names by value, values by name.
@@ -371,3 +375,25 @@ function dimmnet.dissector(tvb, pinfo, tree)
 end
 
 DissectorTable.get("ethertype"):add(ETHERTYPE, dimmnet)
+
+-- The udp link sends each frame, Ethernet header included, as one UDP
+-- datagram on whatever ports its peers file names, so no port table can
+-- find it: a heuristic does. A UDP payload is a dimmnet frame when it
+-- holds an Ethernet header with EtherType 0x88B5 at offset 12, then a
+-- whole dimmnet header of a known version and type whose payload fits in
+-- the datagram (a keyed link's authentication trailer follows it). The
+-- Ethernet dissector then takes it, and the EtherType brings it here.
+local eth = Dissector.get("eth_withoutfcs")
+
+local function heuristic_udp(tvb, pinfo, tree)
+    local n = tvb:len()
+    if n < ETH_HEADER_LEN + HEADER_LEN or tvb(12, 2):uint() ~= ETHERTYPE then return false end
+    local h = ETH_HEADER_LEN
+    if tvb(h + F.version.off, 1):uint() ~= VERSION or not types[tvb(h + F.type.off, 1):uint()] then return false end
+    local plen = tvb(h + F.payload_len.off, F.payload_len.size):le_uint()
+    if h + HEADER_LEN + plen > tvb:reported_len() then return false end
+    eth:call(tvb, pinfo, tree)
+    return true
+end
+
+dimmnet:register_heuristic("udp", heuristic_udp)

@@ -1,5 +1,6 @@
-// Package datasheet renders docs/datasheet.md from the uapi tables, so the
-// numbers a driver developer reads are the numbers the code uses.
+// Package datasheet renders docs/datasheet.md, the C header uapi/dimmnet.h
+// and the Python module uapi/dimmnet_uapi.py from the uapi tables, so the
+// numbers a driver developer reads or includes are the numbers the code uses.
 package datasheet
 
 import (
@@ -45,8 +46,8 @@ func Render() string {
 		p("| 0x%03X | %s |\n", uapi.RegTrace+8*i, n)
 	}
 	p("\n### Feature bits (FEATURES)\n\n| bit | name |\n|---|---|\n")
-	for _, f := range features {
-		p("| %d | %s |\n", bit(f.v), f.n)
+	for _, f := range uapi.FeatureNames {
+		p("| %d | %s |\n", bit(f.Bit), f.Name)
 	}
 
 	p("\n## Command descriptor (%d B)\n\n", uapi.DescSize)
@@ -118,6 +119,7 @@ func Render() string {
 
 	p("\n## Violations (checked devices)\n\n")
 	p("A device made with --check (FEATURES bit CHECK) validates the driver's side of this datasheet. Each violation adds 1 to VIOLATIONS and, at most %d a second, is written into the violation log: %d entries of %d B at offset 0x%03X of the register page; violation n (from 1) is entry (n-1) mod %d. A checked device otherwise behaves exactly as an unchecked one.\n\n", uapi.ViolLogPerSecond, uapi.ViolLogEntries, uapi.ViolEntrySize, uapi.RegViolLog, uapi.ViolLogEntries)
+	p("How often a checked device looks, and so how briefly a wrong value can go unseen: it checks the driver's words (read-only registers, STATQ_HEAD, the AMT entries) at the start of every pass of its engine, continuously while it works. While it sleeps (DEV_SLEEP = 1) it looks only when it wakes: on a doorbell or a frame, at the latest when its timer fires, at least every 100 ms (every 50 µs while it waits for ring or status space; within about 2 ms while a missing doorbell is suspected). A wrong value put right again before the next look goes unseen. AMT entries that are not valid are looked at every 64th pass; a descriptor's words are compared when its command completes; a skipped index is looked for when the device falls asleep and at each timed wake-up.\n\n")
 	p("| off | field | meaning |\n|---|---|---|\n")
 	for _, f := range []struct {
 		off  int
@@ -143,16 +145,6 @@ func Render() string {
 	p("- DIMMnet-2 advances an AMT head when its own SO-DIMM to Prefetch Window read finishes. Here a ring in DEV_HEAD mode is advanced by the READ_DONE command, which stands in for that read.\n")
 	p("- Registers are words in shared memory, not MMIO: the device notices writes by polling (and a doorbell when it sleeps), so register side effects (AMT Address Table access) use a CTRL/DONE handshake.\n")
 	return b.String()
-}
-
-var features = []struct {
-	v uint64
-	n string
-}{
-	{uapi.FeatIPUSH, "IPUSH"}, {uapi.FeatAMTAT, "AMTAT"}, {uapi.FeatDirectAMT, "DIRECT_AMT"},
-	{uapi.FeatPULL, "PULL"}, {uapi.FeatPktStatus, "PKT_STATUS"}, {uapi.FeatDevHead, "DEV_HEAD"},
-	{uapi.FeatHold, "HOLD"}, {uapi.FeatNACK, "NACK"}, {uapi.FeatTrace, "TRACE"}, {uapi.FeatReliable, "RELIABLE"},
-	{uapi.FeatCheck, "CHECK"},
 }
 
 var counterDocs = [uapi.NumCounters]string{

@@ -186,6 +186,10 @@ func Serve(o Options) error {
 		return err
 	}
 	local.Engine.SetOSYield(true) // the drivers are other processes
+	if err := rundir.WriteLink(o.Dir, serveLink(o.LinkKind, o.FabricSpec, o.PeersFile, ids)); err != nil {
+		log.Warn("dimmnet devices will not know the link", "err", err)
+	}
+	defer os.Remove(filepath.Join(o.Dir, rundir.LinkFile))
 	var servers []*ivshmem.Server
 	var traces []*tracesock.Server
 	var serversMu sync.Mutex
@@ -507,4 +511,38 @@ func KeyFor(path string) (*auth.Key, error) {
 		return nil, fmt.Errorf("--key: %w", err)
 	}
 	return &k, nil
+}
+
+// serveLink describes the daemon's link for `dimmnet devices`: its kind
+// and the nodes it reaches (every node of a peers file; this daemon's
+// own on the in-memory hub or a fabric; unknown where frames name them).
+func serveLink(kind, fabric, peersFile string, ids []uint16) rundir.Link {
+	l := rundir.Link{Kind: kind, Nodes: ids}
+	switch {
+	case fabric != "":
+		l.Kind, l.Peers = "mem (fabric "+fabric+")", ids
+	case kind == "mem":
+		l.Peers = ids
+	case kind == "udp" && peersFile != "":
+		f, err := os.Open(peersFile)
+		if err != nil {
+			return l
+		}
+		defer f.Close()
+		peers, err := link.ParsePeers(f)
+		if err != nil {
+			return l
+		}
+		l.Peers = slices.Clone(ids) // the file may leave out this daemon's own
+		for m := range peers {
+			if hw, err := net.ParseMAC(m); err == nil {
+				if n, ok := wire.MACNode(hw); ok {
+					l.Peers = append(l.Peers, n)
+				}
+			}
+		}
+		slices.Sort(l.Peers)
+		l.Peers = slices.Compact(l.Peers)
+	}
+	return l
 }

@@ -1,7 +1,6 @@
 package fabricsim
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
@@ -187,7 +187,7 @@ func RunBarrier(opt BarrierOptions) error {
 		fmt.Fprintln(os.Stderr, "barrier: checked devices: no violation of the datasheet")
 	}
 	if opt.AsJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}

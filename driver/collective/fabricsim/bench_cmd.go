@@ -1,13 +1,13 @@
 package fabricsim
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/dimmnet/dimmnet/driver/collective"
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/vdev/fabric"
 )
 
@@ -40,7 +40,7 @@ func RunBench(o BenchOptions) error {
 		return err
 	}
 	if o.AsJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := provenance.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep.Records)
 	}

@@ -1,10 +1,11 @@
 package mpbench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/dimmnet/dimmnet/internal/provenance"
 )
 
 // Output says where a run's records go: JSON lines to a file (the tables
@@ -38,7 +39,7 @@ func Emit[T any](o Output, recs []T, table func(w io.Writer)) error {
 }
 
 func writeLines[T any](w io.Writer, recs []T) error {
-	enc := json.NewEncoder(w)
+	enc := provenance.NewEncoder(w) // every record says what made it, and under what load
 	for _, r := range recs {
 		if err := enc.Encode(r); err != nil {
 			return err

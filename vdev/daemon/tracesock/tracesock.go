@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -256,7 +257,7 @@ func Follow(sock string, o FollowOptions, w io.Writer) error {
 			fmt.Fprintf(os.Stderr, "trace: %d frames captured to %s\n", cw.Frames(), o.PcapFile)
 		}()
 	}
-	out := json.NewEncoder(w)
+	out := provenance.NewEncoder(w)
 	for n := 0; o.Count == 0 || n < o.Count; n++ {
 		rec, err := r.Next()
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/impair"
@@ -44,7 +43,7 @@ func hubPair(t *testing.T) (a, b link.Port) {
 // readPcap decodes every packet of a pcap stream.
 func readPcap(t *testing.T, r io.Reader) []gopacket.Packet {
 	t.Helper()
-	pr, err := pcapgo.NewReader(r)
+	pr, err := NewReader(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -329,6 +329,7 @@ func luaTables() string {
 	p("local HEADER_LEN = %d\n", wire.HeaderLen)
 	p("local VERSION = %d\n", wire.Version1)
 	p("local ETHERTYPE = 0x%04X\n", uint16(wire.EtherType))
+	p("local ETH_HEADER_LEN = %d\n", wire.EthHeaderLen)
 	p("local AUTH_TRAILER_LEN = %d\n\n", wire.AuthTrailerLen)
 
 	p("-- Packet types (wire.TypeDocs): names by value, values by name.\nlocal types = {\n")
