@@ -14,6 +14,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/perf"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
+	"github.com/dimmnet/dimmnet/driver/pingpong/pairs"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/internal/rundir"
@@ -116,10 +117,10 @@ func perfCmd(args []string) error {
 	switch {
 	case f.shmResponder != "":
 		return perfChild(func() (*driver.Driver, func(), error) {
-			return shmDevice(f.shmResponder, uint16(f.node), f.payload, "", false)
+			return pairs.ShmDevice(f.shmResponder, uint16(f.node), f.payload, "", false)
 		}, f.peer, maxNeed, f.bindCPU)
 	case f.responder != "":
-		return perfChild(func() (*driver.Driver, func(), error) { return dialDevice(f.responder) }, f.peer, maxNeed, -1)
+		return perfChild(func() (*driver.Driver, func(), error) { return pairs.DialDevice(f.responder) }, f.peer, maxNeed, -1)
 	case role == "serve":
 		return perfServe(f.link, f.ifname, f.port, f.payload, maxNeed, progress)
 	case role == "targets":
@@ -163,7 +164,7 @@ func perfMeasure(f *perfFlags, role, host string, maxNeed int, progress func(str
 	case f.link == "shm":
 		p, err = perfShm(f.payload, maxNeed, !f.noBind)
 	default:
-		p, err = perfLocal(linkOpts{kind: f.link, payload: f.payload}, maxNeed)
+		p, err = perfLocal(pairs.Link{Kind: f.link, Payload: f.payload}, maxNeed)
 	}
 	if err != nil {
 		return err
@@ -223,13 +224,13 @@ func perfPeers(medium string, o perf.Options, noOMPI, bind bool, progress func(s
 }
 
 // perfLocal is the in-process pair on a medium, every side stopped by
-// a signal before anything is torn down (localPair).
-func perfLocal(lo linkOpts, maxSize int) (*perf.Pair, error) {
-	sides, closeFn, err := localPair(lo, maxSize, false)
+// a signal before anything is torn down (pairs.Local).
+func perfLocal(lo pairs.Link, maxSize int) (*perf.Pair, error) {
+	sides, closeFn, err := pairs.Local(lo, maxSize, false)
 	if err != nil {
 		return nil, err
 	}
-	p := perf.InProcess(sides[0], sides[1], lo.kind)
+	p := perf.InProcess(sides[0], sides[1], lo.Kind)
 	return p.OnClose(func() error { closeFn(); return nil }), nil
 }
 
@@ -241,7 +242,7 @@ func perfShm(payload, maxSize int, bind bool) (*perf.Pair, error) {
 		return nil, err
 	}
 	unforce := interrupt.OnForcedExit(func() { os.RemoveAll(dir) })
-	d, release, err := shmDevice(dir, 1, payload, "", false)
+	d, release, err := pairs.ShmDevice(dir, 1, payload, "", false)
 	if err != nil {
 		unforce()
 		os.RemoveAll(dir)
@@ -263,7 +264,7 @@ func perfAttach(spec string, maxSize int) (*perf.Pair, error) {
 			return nil, fmt.Errorf("--attach: %w", err)
 		}
 	}
-	d, release, err := dialDevice(socks[0])
+	d, release, err := pairs.DialDevice(socks[0])
 	if err != nil {
 		return nil, err
 	}
@@ -478,13 +479,13 @@ func perfTargets(per time.Duration, asJSON, bind bool, progress func(string)) er
 		}
 		return p.Close()
 	}
-	if err := run(withOpts(perfLocal(linkOpts{kind: "mem", payload: vdev.DefaultHubPayload}, 1<<20)), lat8, streams); err != nil {
+	if err := run(withOpts(perfLocal(pairs.Link{Kind: "mem", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8, streams); err != nil {
 		return fmt.Errorf("mem: %w", err)
 	}
 	if err := run(withOpts(perfShm(vdev.DefaultHubPayload, 1<<20, bind)), lat8, streams); err != nil {
 		return fmt.Errorf("shm: %w", err)
 	}
-	if err := run(withOpts(perfLocal(linkOpts{kind: "udp", payload: vdev.DefaultHubPayload}, 1<<20)), lat8); err != nil {
+	if err := run(withOpts(perfLocal(pairs.Link{Kind: "udp", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8); err != nil {
 		return fmt.Errorf("udp: %w", err)
 	}
 	progress("raw floors")

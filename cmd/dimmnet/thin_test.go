@@ -18,11 +18,8 @@ const maxFuncLines = 60
 // at its length when the rule came in: one may shrink, never grow, and
 // leaves this list once it is within the rule (the test says so).
 var stillLong = map[string]int{
-	"dimmnet/pingpong.go pingpongCmd":     233,
-	"dimmnet/links.go ports":              111,
-	"dimmnet/guest.go guestPingPong":      105,
-	"dimmnet/pingpong.go initiateProcess": 100,
-	"dimmnet/fs.go fsCmd":                 74,
+	"dimmnet/guest.go guestPingPong": 105,
+	"dimmnet/fs.go fsCmd":            74,
 }
 
 // TestCommandsStayThin walks every Go file under cmd/ and fails on a
