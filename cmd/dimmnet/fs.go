@@ -17,7 +17,6 @@ import (
 	"github.com/dimmnet/dimmnet/driver/regfs"
 	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/internal/rundir"
-	"golang.org/x/sys/unix"
 )
 
 // attachAll attaches to every DIR/node<K>.sock a daemon serves.
@@ -89,49 +88,10 @@ func fsCmd(args []string) error {
 	for i, t := range ts {
 		devs = append(devs, regfs.Device{Name: names[i], Region: t.Region()})
 	}
-	// Ctrl-C unmounts from the moment the view can be seen: a signal
-	// that came between the mount and the handler killed the command and
-	// left the mount behind.
+	// Ctrl-C unmounts from the moment the view can be seen (regfs.Serve).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := regfs.Mount(mnt, devs, regfs.Options{Writable: *rw})
-	if err != nil {
-		return fmt.Errorf("mount %s: %w", mnt, err)
-	}
-	fmt.Printf("mounted %d devices on %s (%s); Ctrl-C unmounts\n", len(devs), mnt, map[bool]string{true: "read-write", false: "read-only"}[*rw])
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-	select {
-	case <-ctx.Done():
-	case <-done: // unmounted from outside (umount)
-		return nil
-	}
-	// The server's Unmount also waits for its request loops, which a
-	// request stuck in the kernel can hold for ever: bound it, then detach
-	// the mount lazily so the command always ends.
-	unmounted := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			err := srv.Unmount()
-			if err == nil || i == 20 {
-				unmounted <- err
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	select {
-	case err := <-unmounted:
-		if err != nil {
-			return fmt.Errorf("unmount %s: %w (a file is still open?)", mnt, err)
-		}
-		return nil
-	case <-time.After(5 * time.Second):
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: the server did not stop, and a lazy unmount failed: %w", mnt, err)
-		}
-		return nil
-	}
+	return regfs.Serve(ctx, mnt, devs, regfs.Options{Writable: *rw}, os.Stdout)
 }
 
 // statCmd prints one device's registers and counters (every second with
