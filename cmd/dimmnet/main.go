@@ -9,6 +9,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/internal/interrupt"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/qemu/guest"
 )
 
 const usage = `usage: dimmnet <command> [flags]
@@ -70,7 +71,7 @@ var commands = map[string]func(args []string) error{
 func main() {
 	subproc.Main()        // a child this binary started to be one end of a measurement
 	if os.Getpid() == 1 { // /init of a lab guest
-		guestInit()
+		guest.Init()
 	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)

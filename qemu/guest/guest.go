@@ -1,4 +1,9 @@
-package main
+// Package guest is /init in a lab guest (qemu/lab boots the dimmnet
+// binary as the initramfs's /init): it mounts what the driver needs, runs
+// what the kernel command line asks (one side of the ping-pong, with its
+// raw baselines, or a shell) and reports on the console in qemu/lab's
+// marks, which the host side reads.
+package guest
 
 import (
 	"encoding/json"
@@ -37,10 +42,10 @@ const (
 	rawNoIRQ   = ^uint64(0)
 )
 
-// guestInit is /init in a lab guest: mount what the driver needs, run what
-// the kernel command line asks (dimmnet.run=pingpong|shell), report on the
-// console, power off.
-func guestInit() {
+// Init is /init in a lab guest: mount what the driver needs, run what the
+// kernel command line asks (dimmnet.run=pingpong|shell), report on the
+// console, power off. It never returns.
+func Init() {
 	err := guestMain()
 	if err != nil {
 		fmt.Printf("%s error: %v\n", lab.MarkDone, err)
