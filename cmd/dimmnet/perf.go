@@ -15,9 +15,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/perf"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/driver/pingpong/pairs"
-	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/interrupt"
-	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/wire"
@@ -116,11 +114,11 @@ func perfCmd(args []string) error {
 	}
 	switch {
 	case f.shmResponder != "":
-		return perfChild(func() (*driver.Driver, func(), error) {
+		return pairs.PerfChild(func() (*driver.Driver, func(), error) {
 			return pairs.ShmDevice(f.shmResponder, uint16(f.node), f.payload, "", false)
 		}, f.peer, maxNeed, f.bindCPU)
 	case f.responder != "":
-		return perfChild(func() (*driver.Driver, func(), error) { return pairs.DialDevice(f.responder) }, f.peer, maxNeed, -1)
+		return pairs.PerfChild(func() (*driver.Driver, func(), error) { return pairs.DialDevice(f.responder) }, f.peer, maxNeed, -1)
 	case role == "serve":
 		return perfServe(f.link, f.ifname, f.port, f.payload, maxNeed, progress)
 	case role == "targets":
@@ -160,11 +158,11 @@ func perfMeasure(f *perfFlags, role, host string, maxNeed int, progress func(str
 		p, err = perfDialHost(host, f.link, f.ifname, f.port, f.payload, maxNeed)
 	case f.attach != "":
 		medium = "attach"
-		p, err = perfAttach(f.attach, maxNeed)
+		p, err = pairs.PerfAttach(f.attach, maxNeed)
 	case f.link == "shm":
-		p, err = perfShm(f.payload, maxNeed, !f.noBind)
+		p, err = pairs.PerfShm(f.payload, maxNeed, !f.noBind)
 	default:
-		p, err = perfLocal(pairs.Link{Kind: f.link, Payload: f.payload}, maxNeed)
+		p, err = pairs.PerfLocal(pairs.Link{Kind: f.link, Payload: f.payload}, maxNeed)
 	}
 	if err != nil {
 		return err
@@ -221,90 +219,6 @@ func perfPeers(medium string, o perf.Options, noOMPI, bind bool, progress func(s
 		return recs, nil
 	}
 	return append(recs, om...), nil
-}
-
-// perfLocal is the in-process pair on a medium, every side stopped by
-// a signal before anything is torn down (pairs.Local).
-func perfLocal(lo pairs.Link, maxSize int) (*perf.Pair, error) {
-	sides, closeFn, err := pairs.Local(lo, maxSize, false)
-	if err != nil {
-		return nil, err
-	}
-	p := perf.InProcess(sides[0], sides[1], lo.Kind)
-	return p.OnClose(func() error { closeFn(); return nil }), nil
-}
-
-// perfShm is two processes on the shared-memory link: this one node 1,
-// a child node 2, bound one to a CPU when two fit.
-func perfShm(payload, maxSize int, bind bool) (*perf.Pair, error) {
-	dir, err := os.MkdirTemp("", "dimmnet-perf-shm-")
-	if err != nil {
-		return nil, err
-	}
-	unforce := interrupt.OnForcedExit(func() { os.RemoveAll(dir) })
-	d, release, err := pairs.ShmDevice(dir, 1, payload, "", false)
-	if err != nil {
-		unforce()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	args := perf.ChildArgs{"perf", "--shm-responder", dir, "--node", "2", "--peer", "1", "--max", strconv.Itoa(maxSize), "--mtu", strconv.Itoa(payload)}
-	return perf.Child(args, bind, "shm", sideSetup(d, maxSize), func() { release(); os.RemoveAll(dir); unforce() })
-}
-
-// perfAttach is two processes attached to a daemon's devices.
-func perfAttach(spec string, maxSize int) (*perf.Pair, error) {
-	socks := strings.Split(spec, ",")
-	if len(socks) != 2 {
-		return nil, fmt.Errorf("--attach %q: want SOCK_A,SOCK_B", spec)
-	}
-	for i := range socks {
-		var err error
-		if socks[i], err = rundir.Socket(socks[i]); err != nil {
-			return nil, fmt.Errorf("--attach: %w", err)
-		}
-	}
-	d, release, err := pairs.DialDevice(socks[0])
-	if err != nil {
-		return nil, err
-	}
-	args := perf.ChildArgs{"perf", "--responder", socks[1], "--peer", strconv.Itoa(int(d.Node())), "--max", strconv.Itoa(maxSize)}
-	return perf.Child(args, false, "attach", sideSetup(d, maxSize), release)
-}
-
-// sideSetup sets up the initiator's side once the responder's node is
-// known, stopped by a signal.
-func sideSetup(d *driver.Driver, maxSize int) func(uint16) (*pingpong.Side, error) {
-	return func(peer uint16) (*pingpong.Side, error) {
-		a := &pingpong.Side{D: d, Peer: peer}
-		interrupt.Catch()
-		interrupt.OnStop(a.Stop)
-		return a, pingpong.SetupSide(a, maxSize)
-	}
-}
-
-// perfChild is the responder process of perfShm and perfAttach.
-func perfChild(open func() (*driver.Driver, func(), error), peer, maxSize, cpu int) error {
-	if peer < 0 || peer > 65535 {
-		return fmt.Errorf("a responder needs --peer NODE")
-	}
-	d, release, err := open()
-	if err != nil {
-		return err
-	}
-	defer release()
-	if cpu >= 0 {
-		bd, err := cpubind.Pin(cpu)
-		if err != nil {
-			return fmt.Errorf("responder: %w", err)
-		}
-		defer bd.Restore()
-	}
-	b := &pingpong.Side{D: d, Peer: uint16(peer)}
-	if err := pingpong.SetupSide(b, maxSize); err != nil {
-		return err
-	}
-	return perf.ServeChild(b)
 }
 
 // crossDevice opens this host's device as node on medium udp (listening
@@ -447,7 +361,7 @@ func perfDialHost(host, medium, ifname string, port, payload, maxSize int) (*per
 		c.Close()
 		return nil, err
 	}
-	a, err := sideSetup(d, maxSize)(2)
+	a, err := pairs.SideSetup(d, maxSize)(2)
 	if err != nil {
 		release()
 		c.Close()
@@ -479,13 +393,13 @@ func perfTargets(per time.Duration, asJSON, bind bool, progress func(string)) er
 		}
 		return p.Close()
 	}
-	if err := run(withOpts(perfLocal(pairs.Link{Kind: "mem", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8, streams); err != nil {
+	if err := run(withOpts(pairs.PerfLocal(pairs.Link{Kind: "mem", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8, streams); err != nil {
 		return fmt.Errorf("mem: %w", err)
 	}
-	if err := run(withOpts(perfShm(vdev.DefaultHubPayload, 1<<20, bind)), lat8, streams); err != nil {
+	if err := run(withOpts(pairs.PerfShm(vdev.DefaultHubPayload, 1<<20, bind)), lat8, streams); err != nil {
 		return fmt.Errorf("shm: %w", err)
 	}
-	if err := run(withOpts(perfLocal(pairs.Link{Kind: "udp", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8); err != nil {
+	if err := run(withOpts(pairs.PerfLocal(pairs.Link{Kind: "udp", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8); err != nil {
 		return fmt.Errorf("udp: %w", err)
 	}
 	progress("raw floors")

@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/dimmnet/dimmnet/driver/perf"
-	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/driver/pingpong/pairs"
 	"github.com/dimmnet/dimmnet/vdev"
 	"golang.org/x/sys/unix"
@@ -51,9 +49,6 @@ func pingpongCmd(args []string) error {
 		Attach: *attach, Responder: *responder, ShmResponder: *shmResponder,
 		Node: *node, BindCPU: *bindCPU, Peer: *peer,
 		Out: os.Stdout, In: os.Stdin, Progress: progress, Running: testHookRunning,
-		ProcessBreakdown: func() error {
-			return processBreakdown(*attach, *payload, *iters, !*noBind, *asJSON, progress)
-		},
 	})
 }
 
@@ -78,34 +73,4 @@ func progressLine(quiet bool) func(string) {
 			fmt.Fprintln(os.Stderr, s)
 		}
 	}
-}
-
-// processBreakdown is --breakdown between two processes (--attach, --link
-// shm): the responder sends its stamps back over perf's control stream;
-// both read the host's monotonic clock.
-func processBreakdown(attach string, payload, iters int, bind, asJSON bool, progress func(string)) error {
-	var p *perf.Pair
-	var err error
-	if attach != "" {
-		p, err = perfAttach(attach, 8)
-	} else {
-		p, err = perfShm(payload, 8, bind)
-	}
-	if err != nil {
-		return err
-	}
-	b, err := p.Session.Breakdown(iters, progress)
-	if cerr := p.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	progress("")
-	if asJSON {
-		return pingpong.WriteJSON(os.Stdout, b)
-	}
-	fmt.Printf("two processes (%s, %s)\n", p.Medium, p.Binding)
-	pingpong.PrintBreakdown(os.Stdout, b)
-	return nil
 }

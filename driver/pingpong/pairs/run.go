@@ -1,7 +1,6 @@
 package pairs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -35,9 +34,6 @@ type Options struct {
 	// Running, if not nil (tests), is called with the responder's pid once
 	// both processes of a two-process run are ready, before the plan.
 	Running func(pid int)
-	// ProcessBreakdown is Breakdown between two processes (Attach, or Kind
-	// "shm"): driver/perf's pair, which its command builds.
-	ProcessBreakdown func() error
 }
 
 // Run is one `dimmnet pingpong` run: a responder role, two processes
@@ -63,10 +59,7 @@ func Run(o Options) error {
 			return ShmDevice(o.ShmResponder, uint16(o.Node), o.Payload, o.Key, o.Check)
 		}, o.Peer, o.Max, o.Verify, o.BindCPU, pl, o.In, o.Out)
 	case o.Breakdown && (o.Attach != "" || o.Kind == "shm"):
-		if o.ProcessBreakdown == nil {
-			return fmt.Errorf("--breakdown between two processes: %w", errors.ErrUnsupported)
-		}
-		return o.ProcessBreakdown()
+		return processBreakdown(o)
 	case o.Attach != "" || o.Kind == "shm":
 		return runProcesses(o, pl)
 	case o.Breakdown:
