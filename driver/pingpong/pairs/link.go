@@ -1,9 +1,11 @@
 // Package pairs builds the two ends of a ping-pong and runs the whole
 // measurement `dimmnet pingpong` prints: the in-process pair on a medium
 // (mem, udp, afpacket, tap), two processes on the shared-memory link or
-// attached to a daemon, with their raw baselines. It is a harness beside
-// the pingpong library because it makes devices and links, which the
-// library must not import; the command only parses flags and calls Run.
+// attached to a daemon, with their raw baselines; and the same pairs, and
+// one across two hosts, as `dimmnet perf` measures them (driver/perf's
+// Pair). It is a harness beside the pingpong library because it makes
+// devices and links, which the library must not import; the commands
+// only parse flags and call it.
 package pairs
 
 import (

@@ -1,4 +1,4 @@
-package main
+package pairs
 
 import (
 	"net"
@@ -31,7 +31,7 @@ func TestPerfAcrossHosts(t *testing.T) {
 		served <- serveOne(c, "udp", "", vdev.DefaultHubPayload, 65536)
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	p, err := perfDialHost("127.0.0.1", "udp", "", port, vdev.DefaultHubPayload, 65536)
+	p, err := PerfDialHost("127.0.0.1", "udp", "", port, vdev.DefaultHubPayload, 65536)
 	if err != nil {
 		t.Fatal(err)
 	}
