@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/internal/testenv"
+	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/wire"
-	"github.com/google/gopacket/pcapgo"
 )
 
 // --link tap: a daemon per guest, each device's TAP on a bridge in a
@@ -33,7 +33,7 @@ func TestLabLinkTAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := capture.NewReader(f) // pcapng or pcap
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -404,8 +404,17 @@ func TestShmInPlaceHold(t *testing.T) {
 		}
 		end = s.End
 	}
-	// The fifth is held. Traffic the other way goes through the rings
-	// meanwhile, and the sender retransmits the held packet into new slots.
+	// The fifth is held: wait until it has come (on a busy host the
+	// sender's device may not have sent it yet, and released early the ring
+	// would take it without a hold). Traffic the other way goes through the
+	// rings meanwhile, and the sender retransmits the held packet into new
+	// slots.
+	for end := time.Now().Add(e2eWait); b.Counter(uapi.CtrHolds) == 0; {
+		if time.Now().After(end) {
+			t.Fatal("hang guard: the fifth message never came to be held")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 	for i := 0; i < 300; i++ {
 		if _, err := b.Push(1, 0, 0, 8, 0, 0); err != nil {
 			t.Fatal(err)

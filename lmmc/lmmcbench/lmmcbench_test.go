@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/dimmnet/dimmnet/lmmc"
 	"github.com/dimmnet/dimmnet/vdev/link/capture"
 	"github.com/dimmnet/dimmnet/vdev/transport"
@@ -141,7 +139,7 @@ func readCapture(t *testing.T, path string) []wire.Header {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := capture.NewReader(f) // pcapng or pcap
 	if err != nil {
 		t.Fatal(err)
 	}
