@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -117,7 +116,7 @@ func perfCmd(args []string) error {
 	case role == "serve":
 		return pairs.PerfServe(f.link, f.ifname, f.port, f.payload, maxNeed, progress)
 	case role == "targets":
-		return perfTargets(f.per, f.asJSON, !f.noBind, progress)
+		return perf.RunTargets(os.Stdout, perfOpener(!f.noBind), f.per, f.asJSON, !f.noBind, progress)
 	}
 	return perfMeasure(f, role, host, maxNeed, progress)
 }
@@ -129,15 +128,7 @@ func perfOptions(f *perfFlags, role string) perf.Options {
 	if role == "all" {
 		o.Patterns = []string{perf.PatternLat, perf.PatternBW, perf.PatternRate}
 	}
-	if f.size > 0 {
-		o.Sizes = []int{f.size}
-		return o
-	}
-	for _, s := range pingpong.Sizes(f.maxSize) {
-		if f.sweep || s == 8 || s == f.maxSize || isPow8(s) {
-			o.Sizes = append(o.Sizes, s)
-		}
-	}
+	o.Sizes = perf.Sizes(f.size, f.maxSize, f.sweep)
 	return o
 }
 
@@ -170,7 +161,7 @@ func perfMeasure(f *perfFlags, role, host string, maxNeed int, progress func(str
 		return err
 	}
 	if !f.noPeers && host == "" {
-		peers, err := perfPeers(medium, o, f.noOMPI, p.Binding == "bound", progress)
+		peers, err := perf.Peers(medium, o, f.noOMPI, p.Binding == "bound", progress)
 		if err != nil {
 			return err
 		}
@@ -184,95 +175,13 @@ func perfMeasure(f *perfFlags, role, host string, maxNeed int, progress func(str
 	return nil
 }
 
-// isPow8 says whether n is a power of 8 (the sweep's default sizes).
-func isPow8(n int) bool {
-	for n > 1 && n%8 == 0 {
-		n /= 8
-	}
-	return n == 1
-}
-
-// perfPeers measures the same-run peers of a medium: the raw floors and
-// Open MPI (vader and tcp) with the OSU window.
-func perfPeers(medium string, o perf.Options, noOMPI, bind bool, progress func(string)) ([]perf.Record, error) {
-	var bwSizes []int
-	if slices.Contains(o.Patterns, perf.PatternBW) {
-		bwSizes = o.Sizes
-	}
-	progress("raw floors: word ping-pong, memcpy")
-	recs, err := perf.Raw(medium, bwSizes, o.Time, bind)
-	if err != nil {
-		return nil, err
-	}
-	if noOMPI {
-		return recs, nil
-	}
-	progress("Open MPI: vader and tcp, lat, bw and rate (window 64)")
-	om, err := perf.OMPI(o.Sizes, perf.DefaultPeerWindow, o.Time)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "perf: Open MPI peers: %v\n", err)
-		return recs, nil
-	}
-	return append(recs, om...), nil
-}
-
-// perfTargets is issue 34's side-by-side run: the device in process, on
-// shm and on udp, the raw floors and Open MPI, in one run, then the
-// targets' ratios.
-func perfTargets(per time.Duration, asJSON, bind bool, progress func(string)) error {
-	lat8 := perf.Options{Patterns: []string{perf.PatternLat}, Ops: []string{pingpong.ModePush, pingpong.ModeIPush}, Conds: []string{pingpong.CondLinkMem}, Sizes: []int{8}, Time: per}
-	streams := perf.Options{Patterns: []string{perf.PatternRate, perf.PatternBW}, Ops: []string{pingpong.ModePush}, Conds: []string{pingpong.CondLinkMem},
-		Sizes: []int{64 << 10, 1 << 20}, Window: perf.DefaultPeerWindow, Time: per}
-	var recs []perf.Record
-	run := func(po pairOrErr, os ...perf.Options) error {
-		p, err := po.p, po.err
-		if err != nil {
-			return err
+// perfOpener opens perf targets' pairs: in process on mem and udp, two
+// processes on shm.
+func perfOpener(bind bool) perf.Opener {
+	return func(medium string) (*perf.Pair, error) {
+		if medium == "shm" {
+			return pairs.PerfShm(vdev.DefaultHubPayload, 1<<20, bind)
 		}
-		for _, o := range os {
-			r, err := perf.Run(p, o, progress)
-			if err != nil {
-				p.Close()
-				return err
-			}
-			recs = append(recs, r...)
-		}
-		return p.Close()
+		return pairs.PerfLocal(pairs.Link{Kind: medium, Payload: vdev.DefaultHubPayload}, 1<<20)
 	}
-	if err := run(withOpts(pairs.PerfLocal(pairs.Link{Kind: "mem", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8, streams); err != nil {
-		return fmt.Errorf("mem: %w", err)
-	}
-	if err := run(withOpts(pairs.PerfShm(vdev.DefaultHubPayload, 1<<20, bind)), lat8, streams); err != nil {
-		return fmt.Errorf("shm: %w", err)
-	}
-	if err := run(withOpts(pairs.PerfLocal(pairs.Link{Kind: "udp", Payload: vdev.DefaultHubPayload}, 1<<20)), lat8); err != nil {
-		return fmt.Errorf("udp: %w", err)
-	}
-	progress("raw floors")
-	raw, err := perf.Raw("udp", streams.Sizes, per, bind)
-	if err != nil {
-		return err
-	}
-	recs = append(recs, raw...)
-	progress("Open MPI: vader and tcp")
-	om, err := perf.OMPI([]int{8, 64 << 10, 1 << 20}, perf.DefaultPeerWindow, per)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "perf targets: Open MPI peers: %v\n", err)
-	}
-	recs = append(recs, om...)
-	progress("")
-	if asJSON {
-		return pingpong.WriteJSON(os.Stdout, recs)
-	}
-	perf.Print(os.Stdout, recs)
-	perf.PrintTargets(os.Stdout, perf.Targets(recs))
-	return nil
 }
-
-// pairOrErr carries an opener's two results into a call.
-type pairOrErr struct {
-	p   *perf.Pair
-	err error
-}
-
-func withOpts(p *perf.Pair, err error) pairOrErr { return pairOrErr{p, err} }

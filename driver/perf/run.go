@@ -31,13 +31,18 @@ type Pair struct {
 	// abort ends a responder that will not answer (the initiator's
 	// side was stopped mid-measurement, the responder still waits for
 	// its message).
-	abort func()
+	abort  func()
+	closed bool
 }
 
 // Close ends the session (the responder quits) and releases the pair.
 // After a stop (a signal, a failed side) the responder is ended instead
-// of asked.
+// of asked. A second Close does nothing.
 func (p *Pair) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
 	var err error
 	if cause := p.Session.A.Stopped(); cause != nil && p.abort != nil {
 		p.abort()
