@@ -103,6 +103,9 @@ func (s *Session) Close() error {
 // closeWait bounds the wait for a responder's goodbye.
 const closeWait = 10 * time.Second
 
+// maxWindows bounds a stream's timed windows.
+const maxWindows = 1 << 20
+
 // maxWarm bounds a latency warm-up (as pingpong's command does).
 const maxWarm = 200
 
@@ -141,21 +144,34 @@ func (s *Session) lat(sp Spec) (Record, error) {
 
 func (s *Session) stream(sp Spec) (Record, error) {
 	ss := pingpong.StreamSpec{Mode: sp.Op, Condition: sp.Cond, Size: sp.Size, Window: sp.Window, Bidir: sp.Bidir, Check: sp.Check}
-	// Calibrate: two windows after one to warm up, timed, choose the
-	// count that takes about sp.Time.
+	// Calibrate, then choose the count of windows that takes about
+	// sp.Time. Two windows alone made a poor guide on a loaded host: one
+	// stall in them (a peer off its core for milliseconds) made the timed
+	// part a few dozen windows, 27 ms of a 1 s --time in one run, and its
+	// figure as noisy as that. So the calibration grows by 8x until it
+	// takes a tenth of sp.Time.
 	ss.Warm, ss.Windows = 1, 2
-	cal, err := s.runStream(ss)
-	if err != nil {
-		return Record{}, err
+	checked := 0
+	var per int64
+	for {
+		cal, err := s.runStream(ss)
+		if err != nil {
+			return Record{}, err
+		}
+		checked += cal.Checked
+		per = max(cal.ElapsedNs/int64(cal.Windows), 1)
+		if cal.ElapsedNs >= int64(sp.Time)/10 || ss.Windows >= maxWindows {
+			break
+		}
+		ss.Windows = min(ss.Windows*8, maxWindows)
 	}
-	per := max(cal.ElapsedNs/int64(cal.Windows), 1)
-	ss.Warm, ss.Windows = 1, int(min(max(int64(sp.Time)/per, 2), 1<<20))
+	ss.Warm, ss.Windows = 1, int(min(max(int64(sp.Time)/per, 2), maxWindows))
 	r, err := s.runStream(ss)
 	if err != nil {
 		return Record{}, err
 	}
 	rec := fromStream(sp.Pattern, r)
-	rec.Checked += cal.Checked
+	rec.Checked += checked
 	return rec, nil
 }
 
