@@ -83,10 +83,18 @@ func TestStrangersAreBoundedAndForgotten(t *testing.T) {
 	if got := ctr(uapi.CtrRxSpoofed); got != 1 {
 		t.Fatalf("RX_SPOOFED %d, want 1", got)
 	}
-	// Past the idle time, a new stranger takes an old one's place.
+	// Past the idle time, a new stranger takes an old one's place: the
+	// idle one made first, not the first made, which was just heard from
+	// again (a frame that is not stamped, only noted).
 	now += strangerIdle + 1
+	push(100)
+	for d.pollRx() {
+	}
 	push(5000)
 	for d.pollRx() {
+	}
+	if d.peers[100] == nil || d.peers[101] != nil {
+		t.Fatalf("stranger 100 kept %v, 101 kept %v: want the one heard from kept, the idle one evicted", d.peers[100] != nil, d.peers[101] != nil)
 	}
 	if got := ctr(uapi.CtrRxPush); got != maxStrangers+1 {
 		t.Fatalf("RX_PUSH %d after the idle time, want %d", got, maxStrangers+1)
