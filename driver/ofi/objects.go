@@ -81,7 +81,7 @@ func logf(format string, args ...any) {
 //
 //	0..1  "DN"
 //	2     version (1)
-//	3     medium: 1 shm, 2 udp
+//	3     medium: 1 shm, 2 udp, 3 pci
 //	4..5  node id (little endian)
 //	6..7  udp port (big endian)
 //	8..11 udp IPv4 address
@@ -89,6 +89,7 @@ func logf(format string, args ...any) {
 const (
 	mediumShm = 1
 	mediumUDP = 2
+	mediumPCI = 3
 )
 
 // Errors an address is refused with, logged with FI_DIMMNET_DEBUG=1 and
@@ -112,7 +113,7 @@ type address struct {
 
 func parseAddr(b []byte) (address, error) {
 	var a address
-	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[2] != 1 || b[3] < mediumShm || b[3] > mediumUDP {
+	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[2] != 1 || b[3] < mediumShm || b[3] > mediumPCI {
 		return a, errBadAddr
 	}
 	copy(a.raw[:], b)
@@ -121,7 +122,7 @@ func parseAddr(b []byte) (address, error) {
 	a.port = binary.BigEndian.Uint16(b[6:])
 	copy(a.ip[:], b[8:12])
 	a.netns = binary.LittleEndian.Uint32(b[12:])
-	if a.node == 0 {
+	if a.node == 0 && a.medium != mediumPCI { // a daemon's devices start at node 0
 		return a, errBadAddr
 	}
 	return a, nil

@@ -227,3 +227,33 @@ func TestVFIOModuleFiles(t *testing.T) {
 		}
 	}
 }
+
+// The network modules come in the order given, and a package without them
+// names the first one missing (the lab then says fi_pingpong cannot run).
+func TestNetModuleFiles(t *testing.T) {
+	root := t.TempDir()
+	img := filepath.Join(root, "boot", "vmlinuz-6.1.0-test")
+	os.MkdirAll(filepath.Dir(img), 0o755)
+	os.WriteFile(img, []byte("kernel"), 0o644)
+	k, err := FromFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.ModuleFiles(NetModules); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "virtio_ring.ko") {
+		t.Fatalf("no modules: %v", err)
+	}
+	for _, m := range NetModules {
+		p := filepath.Join(root, "lib", "modules", "6.1.0-test", m)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("module"), 0o644)
+	}
+	files, err := k.ModuleFiles(NetModules)
+	if err != nil || len(files) != len(NetModules) {
+		t.Fatalf("%v %v", files, err)
+	}
+	for i, f := range files {
+		if !strings.HasSuffix(f, NetModules[i]) {
+			t.Fatalf("module %d is %s, want %s", i, f, NetModules[i])
+		}
+	}
+}
