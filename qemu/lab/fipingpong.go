@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dimmnet/dimmnet/driver/ompi"
 	"github.com/dimmnet/dimmnet/qemu/initramfs"
 	"github.com/dimmnet/dimmnet/qemu/kernel"
 )
@@ -86,11 +87,6 @@ func scaled(s string, base float64) (int, error) {
 	return int(v*mult + 0.5), nil
 }
 
-// ProviderBuild is the README's build of the provider (driver/ofi), run
-// in the module's root with the output path appended.
-var ProviderBuild = []string{"go", "build", "-tags", "dimmnet_ofi", "-buildmode=c-shared",
-	"-ldflags=-extldflags=-Wl,-z,nodelete", "-o"}
-
 // labFiFiles lists what a fi_pingpong guest needs beside the dimmnet
 // init: the host's fi_pingpong (libfabric-bin), the provider (built from
 // this source tree unless given), their shared-library closure with the
@@ -101,19 +97,9 @@ func labFiFiles(k kernel.Kernel, workDir, provider string, progress func(string,
 		return nil, errors.New("fi_pingpong not found: install Debian's libfabric-bin")
 	}
 	if provider == "" {
-		if _, err := os.Stat("/usr/include/rdma/providers/fi_prov.h"); err != nil {
-			return nil, errors.New("building the provider needs libfabric's headers: install Debian's libfabric-dev (or give --provider)")
-		}
-		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-		if err != nil {
-			return nil, fmt.Errorf("no module to build the provider from (run the lab from the source tree, or give --provider): %w", err)
-		}
-		provider = filepath.Join(workDir, "libdimmnet-fi.so")
 		progress("building the libfabric provider for the guests")
-		cmd := exec.Command(ProviderBuild[0], append(ProviderBuild[1:], provider, "./driver/ofi")...)
-		cmd.Dir = strings.TrimSpace(string(root))
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build the provider: %w\n%s", err, b)
+		if provider, err = ompi.BuildProvider(workDir); err != nil {
+			return nil, fmt.Errorf("%w (or give --provider)", err)
 		}
 	}
 	files, err := initramfs.Closure(fipp, provider)
