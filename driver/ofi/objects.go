@@ -262,7 +262,7 @@ func (q *cq) progress() bool {
 func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	q.progress()
 	if timeoutMs >= 0 && len(q.entries) == 0 && len(q.errs) == 0 {
-		deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+		deadline := deadlineAfter(timeoutMs)
 		for len(q.entries) == 0 && len(q.errs) == 0 && time.Now().Before(deadline) {
 			mu.Unlock()
 			if len(q.eps) > 0 {
@@ -291,6 +291,17 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	return k, 0
 }
 
+// foreverMs bounds a wait's timeout: fi_cq_sread's -1 (block) arrives as
+// 1<<62 ms, which as a time.Duration overflowed into the past, so a
+// blocking read returned -FI_EAGAIN at once (fabtests' cq_data and
+// rdm_tagged_peek failed on it). About 34 years is forever enough.
+const foreverMs = 1 << 40
+
+// deadlineAfter is now plus ms milliseconds, at most foreverMs.
+func deadlineAfter(ms int64) time.Time {
+	return time.Now().Add(time.Duration(min(ms, foreverMs)) * time.Millisecond)
+}
+
 // cntr is a counter of completions and of errors.
 type cntr struct {
 	val, errs uint64
@@ -304,7 +315,7 @@ func (c *cntr) progress() {
 }
 
 func (c *cntr) wait(threshold uint64, timeoutMs int64) int {
-	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	deadline := deadlineAfter(timeoutMs)
 	for {
 		c.progress()
 		if c.val >= threshold {

@@ -178,6 +178,19 @@ int main(int argc, char **argv)
 	if (c.op_context != &ctx4)
 		FAIL("send completion ctx %p", c.op_context);
 
+	/* fi_cq_sread with timeout -1 blocks until the completion comes
+	 * (fabtests' cq_data and rdm_tagged_peek wait so), not -FI_EAGAIN */
+	int ctx10, ctx11;
+	memset(small, 0, sizeof small);
+	OK(fi_trecv(b.ep, small, sizeof small, NULL, FI_ADDR_UNSPEC, 11, 0, &ctx10));
+	OK(fi_tsend(a.ep, "sread", 6, NULL, ab, 11, &ctx11));
+	ssize_t sn = fi_cq_sread(b.cq, &c, 1, NULL, -1);
+	if (sn != 1 || c.op_context != &ctx10 || strcmp(small, "sread"))
+		FAIL("fi_cq_sread(-1): %zd (%s), ctx %p, %s", sn, sn < 0 ? fi_strerror((int)-sn) : "", c.op_context, small);
+	c = wait_comp(a.cq, b.cq);
+	if (c.op_context != &ctx11)
+		FAIL("sread's send completion ctx %p", c.op_context);
+
 	/* fi_cancel: the receive completes with FI_ECANCELED */
 	int ctx5;
 	OK(fi_trecv(b.ep, buf, sizeof buf, NULL, FI_ADDR_UNSPEC, 9, 0, &ctx5));
