@@ -179,14 +179,18 @@ int main(int argc, char **argv)
 		FAIL("send completion ctx %p", c.op_context);
 
 	/* fi_cq_sread with timeout -1 blocks until the completion comes
-	 * (fabtests' cq_data and rdm_tagged_peek wait so), not -FI_EAGAIN */
+	 * (fabtests' cq_data and rdm_tagged_peek wait so), not -FI_EAGAIN: a
+	 * 64 KiB message goes by rendezvous, so the receive completes only
+	 * after the PULL that the read's first look at the device starts */
+	static char big[64 << 10], bigin[64 << 10];
+	for (int i = 0; i < (int)sizeof big; i++)
+		big[i] = (char)(i * 7);
 	int ctx10, ctx11;
-	memset(small, 0, sizeof small);
-	OK(fi_trecv(b.ep, small, sizeof small, NULL, FI_ADDR_UNSPEC, 11, 0, &ctx10));
-	OK(fi_tsend(a.ep, "sread", 6, NULL, ab, 11, &ctx11));
+	OK(fi_trecv(b.ep, bigin, sizeof bigin, NULL, FI_ADDR_UNSPEC, 11, 0, &ctx10));
+	OK(fi_tsend(a.ep, big, sizeof big, NULL, ab, 11, &ctx11));
 	ssize_t sn = fi_cq_sread(b.cq, &c, 1, NULL, -1);
-	if (sn != 1 || c.op_context != &ctx10 || strcmp(small, "sread"))
-		FAIL("fi_cq_sread(-1): %zd (%s), ctx %p, %s", sn, sn < 0 ? fi_strerror((int)-sn) : "", c.op_context, small);
+	if (sn != 1 || c.op_context != &ctx10 || c.len != sizeof big || memcmp(big, bigin, sizeof big))
+		FAIL("fi_cq_sread(-1): %zd (%s), ctx %p, len %zu", sn, sn < 0 ? fi_strerror((int)-sn) : "", c.op_context, c.len);
 	c = wait_comp(a.cq, b.cq);
 	if (c.op_context != &ctx11)
 		FAIL("sread's send completion ctx %p", c.op_context);
