@@ -4,7 +4,9 @@
 // ring and memory sizes) and what joins it to others (its link and the
 // nodes on it). Everything but the link comes from the device's own
 // register page, read as any driver reads it; the link is what the daemon
-// serving it wrote beside its sockets (rundir.LinkFile).
+// serving it wrote beside its sockets (rundir.LinkFile). It also attaches
+// to devices by the names the commands take (Attach, AttachAll), so
+// `dimmnet devices`, `stat` and `fs` find a daemon's devices one way.
 package devinfo
 
 import (
@@ -94,12 +96,9 @@ func stateName(s uint64) string {
 // List describes every device a daemon serves in dir (its node*.sock),
 // in node order, with the link the daemon recorded.
 func List(dir string) ([]Device, error) {
-	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
+	socks, err := Sockets(dir)
 	if err != nil {
 		return nil, err
-	}
-	if len(socks) == 0 {
-		return nil, fmt.Errorf("devinfo: no node*.sock in %s: is dimmnet serve --dir %s running?", dir, dir)
 	}
 	l, lerr := rundir.ReadLink(dir)
 	var devs []Device
