@@ -20,7 +20,8 @@ var ErrNoDevices = errors.New("no node*.sock: no daemon serves this directory")
 // Attached is a device attached to by its name: node<K> for a daemon's
 // socket, pci for the device on this guest's PCI bus.
 type Attached struct {
-	Name string
+	Name   string
+	Socket string // the daemon's socket it was reached by ("" on the PCI bus)
 	driver.Attachment
 }
 
@@ -52,18 +53,45 @@ func AttachAll(dir string) ([]Attached, error) {
 	if err != nil {
 		return nil, err
 	}
-	var as []Attached
-	for _, s := range socks {
+	return attachEach(socks, func(s string) (Attached, error) {
 		t, err := driver.Dial(s)
+		return Attached{Name: strings.TrimSuffix(filepath.Base(s), ".sock"), Socket: s, Attachment: t}, err
+	})
+}
+
+// attachPCI attaches to every device on this machine's PCI bus, each
+// named by its address.
+func attachPCI() ([]Attached, error) {
+	bdfs, err := driver.FindPCI()
+	if err != nil {
+		return nil, err
+	}
+	return attachEach(bdfs, func(b string) (Attached, error) {
+		t, err := driver.AttachPCI(b)
+		return Attached{Name: b, Attachment: t}, err
+	})
+}
+
+// attachEach attaches to each of where in turn; on an error it closes
+// what it had attached and names the one that failed.
+func attachEach(where []string, attach func(string) (Attached, error)) ([]Attached, error) {
+	var as []Attached
+	for _, w := range where {
+		a, err := attach(w)
 		if err != nil {
-			for _, a := range as {
-				a.Close()
-			}
-			return nil, fmt.Errorf("devinfo: attach %s: %w", s, err)
+			closeAll(as)
+			return nil, fmt.Errorf("devinfo: attach %s: %w", w, err)
 		}
-		as = append(as, Attached{Name: strings.TrimSuffix(filepath.Base(s), ".sock"), Attachment: t})
+		as = append(as, a)
 	}
 	return as, nil
+}
+
+// closeAll closes every attachment of as.
+func closeAll(as []Attached) {
+	for _, a := range as {
+		a.Close()
+	}
 }
 
 // Attach attaches to the device a command names (`dimmnet stat`): a
@@ -85,5 +113,5 @@ func Attach(sock string) (Attached, error) {
 		return Attached{}, err
 	}
 	t, err := driver.Dial(sock)
-	return Attached{Name: strings.TrimSuffix(filepath.Base(sock), ".sock"), Attachment: t}, err
+	return Attached{Name: strings.TrimSuffix(filepath.Base(sock), ".sock"), Socket: sock, Attachment: t}, err
 }
