@@ -11,6 +11,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -100,19 +101,6 @@ func runShm(t *testing.T, bind bool) shmRun {
 	return run
 }
 
-// only fails the test unless every thread in sets may run on exactly want.
-func only(t *testing.T, who string, sets map[int]unix.CPUSet, want unix.CPUSet) {
-	t.Helper()
-	if len(sets) == 0 {
-		t.Errorf("%s: no threads seen", who)
-	}
-	for tid, s := range sets {
-		if s != want {
-			t.Errorf("%s thread %d may run on %d CPUs, want the %d of %v", who, tid, s.Count(), want.Count(), want)
-		}
-	}
-}
-
 // boundAs checks each record's Bound: the device's and the two-process
 // baselines' (word, UDP) as want, the three-process hand-offs' only when
 // three fit too.
@@ -159,39 +147,26 @@ func TestShmPairBindsBothProcesses(t *testing.T) {
 	b.Set(cpus[1])
 
 	run := runShm(t, true)
-	only(t, "initiator", run.self, a)
-	only(t, "responder", run.resp, b)
-	only(t, "initiator afterwards", run.selfAt, allowed)
+	testenv.ThreadsOn(t, "initiator", run.self, a)
+	testenv.ThreadsOn(t, "responder", run.resp, b)
+	testenv.ThreadsOn(t, "initiator afterwards", run.selfAt, allowed)
 	boundAs(t, run.recs, true, three)
 
 	run = runShm(t, false)
-	only(t, "initiator, unbound", run.self, allowed)
-	only(t, "responder, unbound", run.resp, allowed)
+	testenv.ThreadsOn(t, "initiator, unbound", run.self, allowed)
+	testenv.ThreadsOn(t, "responder, unbound", run.resp, allowed)
 	boundAs(t, run.recs, false, three)
 }
 
 // A process allowed one CPU (taskset -c N) binds nothing: both processes
 // run on that CPU, and no record says bound.
 func TestShmPairUnboundOnOneCPU(t *testing.T) {
-	allowed, err := cpubind.Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus := cpubind.CPUs(allowed.Count(), &allowed)
-	if cpus == nil {
-		t.Skip("one usable CPU already")
-	}
 	t.Setenv(cpubind.EnvBind, "")
-	last := cpus[len(cpus)-1]
-	pin, err := cpubind.Pin(last) // the whole process, as taskset would
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pin.Restore()
+	last := testenv.PinToOneCPU(t)
 	var one unix.CPUSet
 	one.Set(last)
 	run := runShm(t, true)
-	only(t, "initiator", run.self, one)
-	only(t, "responder", run.resp, one)
+	testenv.ThreadsOn(t, "initiator", run.self, one)
+	testenv.ThreadsOn(t, "responder", run.resp, one)
 	boundAs(t, run.recs, false, false)
 }
