@@ -198,9 +198,10 @@ func TestFetch(t *testing.T) {
 	}
 }
 
-// The VFIO modules are found beside an unpacked package's image, in order;
-// a package missing one says which.
-func TestVFIOModuleFiles(t *testing.T) {
+// unpackedKernel is a kernel image as an unpacked package holds it (no
+// modules yet), and the package's root.
+func unpackedKernel(t *testing.T) (string, Kernel) {
+	t.Helper()
 	root := t.TempDir()
 	img := filepath.Join(root, "boot", "vmlinuz-6.1.0-test")
 	os.MkdirAll(filepath.Dir(img), 0o755)
@@ -209,6 +210,13 @@ func TestVFIOModuleFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, k
+}
+
+// The VFIO modules are found beside an unpacked package's image, in order;
+// a package missing one says which.
+func TestVFIOModuleFiles(t *testing.T) {
+	root, k := unpackedKernel(t)
 	if _, err := k.VFIOModuleFiles(); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "irqbypass.ko") {
 		t.Fatalf("no modules: %v", err)
 	}
@@ -231,14 +239,7 @@ func TestVFIOModuleFiles(t *testing.T) {
 // The network modules come in the order given, and a package without them
 // names the first one missing (the lab then says fi_pingpong cannot run).
 func TestNetModuleFiles(t *testing.T) {
-	root := t.TempDir()
-	img := filepath.Join(root, "boot", "vmlinuz-6.1.0-test")
-	os.MkdirAll(filepath.Dir(img), 0o755)
-	os.WriteFile(img, []byte("kernel"), 0o644)
-	k, err := FromFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, k := unpackedKernel(t)
 	if _, err := k.ModuleFiles(NetModules); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "virtio_ring.ko") {
 		t.Fatalf("no modules: %v", err)
 	}
