@@ -18,6 +18,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/subproc"
+	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // Many processes at once: 32 pairs of processes, each pair doing 8-byte
@@ -98,6 +99,11 @@ func soakPairMain(args []string) error {
 	default:
 		return fmt.Errorf("kind %q", kind)
 	}
+	// A round trip here is about 5 ms on a quiet 2-core machine (64
+	// processes share it); beside the rest of the suite one of over 5 s
+	// was seen. A wait of a third of the run's deadline is a stall, named
+	// with the device's counters.
+	s.waitNs = deadline.Nanoseconds() / 3
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return fmt.Errorf("node %d: waiting for the start: %w", node, err)
@@ -113,10 +119,22 @@ func soakPairMain(args []string) error {
 		err = fmt.Errorf("role %q", role)
 	}
 	if err != nil {
-		return fmt.Errorf("%s node %d (%s of node %d): %w", kind, node, role, peer, err)
+		return fmt.Errorf("%s node %d (%s of node %d): %w; its device's counters: %s", kind, node, role, peer, err, nonzeroCounters(s.drv))
 	}
 	fmt.Printf("done %d\n", time.Since(start).Nanoseconds())
 	return nil
+}
+
+// nonzeroCounters lists the device's counters that moved, by name: what a
+// failed soak process says about where its frames went.
+func nonzeroCounters(d *driver.Driver) string {
+	var b strings.Builder
+	for c := uapi.Counter(0); c < uapi.NumCounters; c++ {
+		if v := d.Counter(c); v != 0 {
+			fmt.Fprintf(&b, "%s=%d ", uapi.CounterNames[c], v)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // soakAt is the round trip a soak-pair process is at.

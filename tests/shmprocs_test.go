@@ -43,6 +43,18 @@ type shmDevice struct {
 	local *vdev.Local // nil when drv is attached to a daemon's device
 	drv   *driver.Driver
 	mail  []shmMail // messages that arrived while we waited for a completion
+	// waitNs bounds one wait for a status (0: the package's waitNs). A
+	// soak bounds its whole run instead, so one wait may take as long.
+	waitNs int64
+}
+
+// wait waits for the next status within the device's bound.
+func (s *shmDevice) wait() (uapi.Status, error) {
+	ns := s.waitNs
+	if ns == 0 {
+		ns = waitNs
+	}
+	return s.drv.Wait(ns)
 }
 
 // shmMail is a message received and copied out of link memory.
@@ -103,7 +115,7 @@ func (s *shmDevice) recvMessage() ([]byte, uint16, error) {
 		return m.msg, m.from, nil
 	}
 	for {
-		st, err := s.drv.Wait(waitNs)
+		st, err := s.wait()
 		if err != nil {
 			return nil, 0, err
 		}
@@ -136,7 +148,7 @@ func (s *shmDevice) sendMessage(dst uint16, msg []byte) error {
 		return err
 	}
 	for {
-		st, err := d.Wait(waitNs)
+		st, err := s.wait()
 		if err != nil {
 			return err
 		}

@@ -148,15 +148,24 @@ func (c *checker) pass() {
 			c.amtEntry(i)
 		}
 	}
-	if c.suspect {
-		switch {
-		case d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells || c.polls.Load() != c.suspPolls:
-			c.suspect = false // it rang, or ran the device: late, not missing
-		case d.now()-c.suspAt > doorbellGrace && c.movedOn():
-			c.suspect = false
-			c.report(uapi.Violation{Kind: uapi.VioNoDoorbell, Index: c.suspIdx,
-				Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.bells + 1, Got: c.bells})
-		}
+	c.settle()
+}
+
+// settle decides a NO_DOORBELL suspicion once it can: cleared if the
+// driver rang or ran the device since, reported once the driver moved on
+// past the grace.
+func (c *checker) settle() {
+	if !c.suspect {
+		return
+	}
+	d := c.d
+	switch {
+	case d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells || c.polls.Load() != c.suspPolls:
+		c.suspect = false // it rang, or ran the device: late, not missing
+	case d.now()-c.suspAt > doorbellGrace && c.movedOn():
+		c.suspect = false
+		c.report(uapi.Violation{Kind: uapi.VioNoDoorbell, Index: c.suspIdx,
+			Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.bells + 1, Got: c.bells})
 	}
 }
 
@@ -316,6 +325,12 @@ func (c *checker) sleeping() {
 // driver running the device since, it is a suspect (a doorbell within
 // doorbellGrace still clears it).
 func (c *checker) timerWoke() {
+	// The suspicion from the last sleep is decided first: its driver
+	// moved on (published this command) while the engine slept, and a
+	// new suspicion must not overwrite it unreported. A driver whose
+	// commands each found the device asleep was reported for none of
+	// them when the engine, starved, slept through every grace.
+	c.settle()
 	c.skipped()
 	idx := c.d.cmdHead
 	if c.polled.Load() || idx != c.sleptAt || c.sleptBusy || !c.published(idx) ||

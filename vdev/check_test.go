@@ -150,6 +150,26 @@ func TestCheckedDeviceNamesEachViolationOnce(t *testing.T) {
 			t.Fatalf("%v", v)
 		}
 	})
+	t.Run("no doorbell for every command, the engine asleep between them", func(t *testing.T) {
+		// A starved engine falls asleep again before the grace of the
+		// first suspicion has passed; the driver's next command (its
+		// moving on) is then found by the next timer wake-up, which must
+		// report the first before it suspects the second.
+		cp := newCheckedPair(t)
+		d := cp.a
+		d.checkSleep(false)
+		post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
+		d.checkSleep(true)
+		cp.run() // command 0 done within the grace
+		d.checkSleep(false)
+		cp.now += doorbellGrace + 1
+		post(d, 1, uapi.Desc{Opcode: uapi.OpNOP})
+		d.checkSleep(true)
+		cp.run()
+		if v := only(t, d, 0, uapi.VioNoDoorbell); v.Index != 0 {
+			t.Fatalf("%v", v)
+		}
+	})
 	t.Run("no doorbell while the device slept", func(t *testing.T) {
 		cp := newCheckedPair(t)
 		d := cp.a
@@ -303,6 +323,7 @@ func TestCheckedDeviceNamesSkippedIndex(t *testing.T) {
 	d.checkSleep(false)
 	cp.now += skipGrace / 2
 	post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
+	d.count(uapi.CtrDoorbells, 1) // it rings, as it must for a sleeping device
 	d.checkSleep(true)
 	cp.run()
 	if d.cmdHead != 2 || violations(d) != 0 {

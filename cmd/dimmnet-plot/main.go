@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,14 +55,16 @@ func run(args []string) error {
 			return err
 		}
 		if recs, ok := fabricRecords(b); ok {
-			return writeTables(*out, recs)
+			return plot.WriteEach(*out, "table", fabricplot.Tables(recs), func(w io.Writer, name, table string) error {
+				return fabricplot.Draw(w, name, table, recs)
+			}, os.Stdout)
 		}
 		if recs, ok := figureRecords(b); ok {
 			return writeFigures(*out, recs)
 		}
 		var res []pingpong.Result
 		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
-			if res, err = mpbenchRecords(t); err != nil {
+			if res, err = plot.MPBenchResults(t); err != nil {
 				return fmt.Errorf("%s: not mpbench --json output: %w", name, err)
 			}
 		} else if err := json.Unmarshal(b, &res); err != nil {
@@ -73,50 +76,7 @@ func run(args []string) error {
 		}
 		series = append(series, plot.SeriesOf(prefix, res)...)
 	}
-	return writePlot(*out, series)
-}
-
-// mpbenchRecords turns the ping-pong records of dimmnet mpbench --json
-// (one JSON object per line) into curves: one per library, buffer and
-// medium, FMPL, raw PUSH and Open MPI on one figure (the paper's Fig. 7).
-func mpbenchRecords(b []byte) ([]pingpong.Result, error) {
-	var res []pingpong.Result
-	dec := json.NewDecoder(bytes.NewReader(b))
-	for dec.More() {
-		var r struct {
-			Lib, Medium, Test, Buffer string
-			Size                      int
-			OnewayUS                  float64 `json:"oneway_us"`
-			MBps                      float64
-		}
-		if err := dec.Decode(&r); err != nil {
-			return nil, err
-		}
-		if r.Test != "pingpong" {
-			continue
-		}
-		mode := r.Lib
-		if r.Lib == "raw" {
-			mode = "raw PUSH" // not pingpong.ModeRaw: here it is a curve over sizes
-		}
-		res = append(res, pingpong.Result{Mode: mode, Condition: r.Buffer, Link: r.Medium, Size: r.Size,
-			RTTHalfUs: r.OnewayUS, RTTHalfP50Us: r.OnewayUS, MBps: r.MBps})
-	}
-	return res, nil
-}
-
-// writePlot renders series into the file name (.svg or .png).
-func writePlot(name string, series []plot.Series) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := plot.Draw(f, name, series); err != nil {
-		f.Close()
-		os.Remove(name)
-		return err
-	}
-	return f.Close()
+	return plot.WriteFile(*out, func(w io.Writer) error { return plot.Draw(w, *out, series) })
 }
 
 // fabricRecords recognises fabric-bench output: records that name a table.
@@ -145,44 +105,7 @@ func figureRecords(b []byte) ([]mpbench.Fig, bool) {
 
 // writeFigures draws each figure into OUT-figN.EXT.
 func writeFigures(out string, recs []mpbench.Fig) error {
-	ext := filepath.Ext(out)
-	for _, fig := range figplot.Figures(recs) {
-		name := strings.TrimSuffix(out, ext) + "-fig" + fig + ext
-		f, err := os.Create(name)
-		if err != nil {
-			return err
-		}
-		if err := figplot.Draw(f, name, fig, recs); err != nil {
-			f.Close()
-			os.Remove(name)
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		fmt.Println(name)
-	}
-	return nil
-}
-
-// writeTables draws each table into OUT-tableN.EXT.
-func writeTables(out string, recs []fabricsim.Record) error {
-	ext := filepath.Ext(out)
-	for _, t := range fabricplot.Tables(recs) {
-		name := strings.TrimSuffix(out, ext) + "-table" + t + ext
-		f, err := os.Create(name)
-		if err != nil {
-			return err
-		}
-		if err := fabricplot.Draw(f, name, t, recs); err != nil {
-			f.Close()
-			os.Remove(name)
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		fmt.Println(name)
-	}
-	return nil
+	return plot.WriteEach(out, "fig", figplot.Figures(recs), func(w io.Writer, name, fig string) error {
+		return figplot.Draw(w, name, fig, recs)
+	}, os.Stdout)
 }

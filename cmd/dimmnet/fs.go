@@ -4,58 +4,16 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/driver/devinfo"
 	"github.com/dimmnet/dimmnet/driver/regfs"
 	"github.com/dimmnet/dimmnet/internal/provenance"
 	"github.com/dimmnet/dimmnet/internal/rundir"
 )
-
-// attachAll attaches to every DIR/node<K>.sock a daemon serves.
-func attachAll(dir string) ([]string, []driver.Attachment, error) {
-	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(socks) == 0 {
-		return nil, nil, fmt.Errorf("no node*.sock in %s: is dimmnet serve --dir %s running?", dir, dir)
-	}
-	sort.Slice(socks, func(i, j int) bool { return nodeNum(socks[i]) < nodeNum(socks[j]) })
-	var names []string
-	var ts []driver.Attachment
-	for _, s := range socks {
-		t, err := driver.Dial(s)
-		if err != nil {
-			for _, o := range ts {
-				o.Close()
-			}
-			return nil, nil, err
-		}
-		names = append(names, strings.TrimSuffix(filepath.Base(s), ".sock"))
-		ts = append(ts, t)
-	}
-	return names, ts, nil
-}
-
-// fileExists reports whether something is at p (a symlink included).
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
-func nodeNum(sock string) int {
-	var n int
-	fmt.Sscanf(strings.TrimPrefix(filepath.Base(sock), "node"), "%d", &n)
-	return n
-}
 
 // fsCmd mounts the live register view of every device a daemon hosts.
 func fsCmd(args []string) error {
@@ -75,18 +33,14 @@ func fsCmd(args []string) error {
 		}
 	}
 	mnt := fs.Arg(0)
-	names, ts, err := attachAll(*dir)
+	as, err := devinfo.AttachAll(*dir)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, t := range ts {
-			t.Close()
-		}
-	}()
 	var devs []regfs.Device
-	for i, t := range ts {
-		devs = append(devs, regfs.Device{Name: names[i], Region: t.Region()})
+	for _, a := range as {
+		defer a.Close()
+		devs = append(devs, regfs.Device{Name: a.Name, Region: a.Region()})
 	}
 	// Ctrl-C unmounts from the moment the view can be seen (regfs.Serve).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -106,11 +60,11 @@ func statCmd(args []string) error {
 	if fs.NArg() > 1 {
 		return errors.New("usage: dimmnet stat [-w] [--json] [SOCKET] (a bare name such as node1.sock is in serve's default directory; no socket: node0.sock there if a daemon serves it, else the device on this guest's PCI bus)")
 	}
-	name, t, err := attachOne(fs.Arg(0))
+	a, err := devinfo.Attach(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	defer t.Close()
+	defer a.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var o regfs.WatchOptions
@@ -120,26 +74,5 @@ func statCmd(args []string) error {
 	if *asJSON {
 		o.Encode = provenance.NewEncoder(os.Stdout).Encode
 	}
-	return regfs.Watch(ctx, os.Stdout, name, t.Region(), o)
-}
-
-// attachOne attaches to the device stat and trace name: a socket (a bare
-// name is in serve's default directory), else node0.sock there if a
-// daemon serves it, else the device on this guest's PCI bus.
-func attachOne(sock string) (string, driver.Attachment, error) {
-	if sock == "" {
-		if p := filepath.Join(rundir.Default(), "node0.sock"); fileExists(p) {
-			sock = "node0.sock"
-		}
-	}
-	if sock == "" {
-		t, err := driver.AttachPCI("")
-		return "pci", t, err
-	}
-	sock, err := rundir.Socket(sock)
-	if err != nil {
-		return "", nil, err
-	}
-	t, err := driver.Dial(sock)
-	return strings.TrimSuffix(filepath.Base(sock), ".sock"), t, err
+	return regfs.Watch(ctx, os.Stdout, a.Name, a.Region(), o)
 }

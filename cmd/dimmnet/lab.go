@@ -12,14 +12,14 @@ import (
 // devices, two TCG guests each with one of them (ivshmem-doorbell) and one
 // plain shared region for the raw baseline, the ping-pong between them.
 func labCmd(args []string) error {
-	if len(args) == 0 || (args[0] != "pingpong" && args[0] != "shell") {
-		return errors.New("usage: dimmnet lab pingpong|shell [flags]")
+	if len(args) == 0 || (args[0] != "pingpong" && args[0] != "fi_pingpong" && args[0] != "shell") {
+		return errors.New("usage: dimmnet lab pingpong|fi_pingpong|shell [flags]")
 	}
 	what := args[0]
 	fs := flag.NewFlagSet("lab "+what, flag.ContinueOnError)
 	dir := fs.String("dir", "", "keep sockets, initramfs and guest console logs here (default: a temporary directory, removed)")
 	kpath := fs.String("kernel", "", "boot this kernel instead of Debian's cloud kernel")
-	maxSize := fs.Int("max", 64<<10, "largest message size")
+	maxSize := fs.Int("max", 64<<10, "largest message size (fi_pingpong: FI_DIMMNET_MAX_MSG, the last size of -S all)")
 	iters := fs.Int("iters", 200, "round trips per size (TCG is slow)")
 	rawIters := fs.Int("rawiters", 2000, "round trips of the raw baseline")
 	asJSON := fs.Bool("json", false, "print the results as JSON records")
@@ -32,6 +32,7 @@ func labCmd(args []string) error {
 	keyFile := fs.String("key", "", "authenticate the frames between the devices with this pre-shared key file (passed to every daemon's serve --key; the in-memory hub of --link mem carries them too)")
 	storm := fs.Bool("doorbell-storm", false, "test the daemon against a misbehaving guest: guest 0 also stores to its device's Doorbell register in a tight loop while the ping-pong runs")
 	attach := fs.String("attach", "vfio", "how guests reach their device: vfio (an emulated IOMMU, vfio-pci, MSI-X interrupts) or sysfs (no IOMMU: BARs mapped through sysfs, polling)")
+	provider := fs.String("provider", "", "fi_pingpong: the libdimmnet-fi.so to load (default: built from this source tree, which needs libfabric-dev)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -52,5 +53,6 @@ func labCmd(args []string) error {
 		KeyFile:  *keyFile,
 		Storm:    *storm,
 		Attach:   *attach,
+		Provider: *provider,
 	})
 }

@@ -48,13 +48,9 @@ func pingpongCmd(args []string) error {
 		Verify: *verify, VerifySet: verifySet, Breakdown: *breakdown, JSON: *asJSON, Compare: *compare, Bind: !*noBind,
 		Attach: *attach, Responder: *responder, ShmResponder: *shmResponder,
 		Node: *node, BindCPU: *bindCPU, Peer: *peer,
-		Out: os.Stdout, In: os.Stdin, Progress: progress, Running: testHookRunning,
+		Out: os.Stdout, In: os.Stdin, Progress: progress,
 	})
 }
-
-// testHookRunning, when set (tests only), runs once both processes of a
-// two-process run are ready (and bound, if they are), before the plan.
-var testHookRunning func(responder int)
 
 // progressLine returns a function that shows progress on stderr: one line
 // rewritten in place on a terminal, plain lines (a few) otherwise, nothing

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/acp"
 	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/netsetup"
@@ -24,21 +25,42 @@ import (
 
 const roleRank = "acp-test-rank"
 
-func init() { subproc.Register(roleRank, rankMain) }
-
 func TestMain(m *testing.M) {
+	subproc.Register(roleRank, rankMain)
 	subproc.Main()
 	os.Exit(m.Run())
 }
 
-var scenarios = map[string]func(c *acp.ACP) error{
-	"conformance": conformance,
-	"reset":       resetAndReinit,
+// rank is one rank's part of a test between processes, by the name its
+// test starts it with (rankBodies).
+type rank struct {
+	run func(c *acp.ACP) error
+	// again, if set, runs after Finalize on the same device and returns
+	// the ACP it made (Init again: the first Init's resources released).
+	again func(d *driver.Driver, rank, procs int) (*acp.ACP, error)
+	// deviceAtomics: with ACP_TEST_DEVICE_ATOMICS, a rank's Add8 and CAS8
+	// must have been done by a device (rank 0 does none).
+	deviceAtomics bool
 }
 
+// rankBodies are the ranks the tests below start.
+var rankBodies = map[string]rank{
+	// The paper's section 7, its result printed for sameResults.
+	"conformance": {run: conformance, deviceAtomics: true},
+	// Reset renumbers the ranks; after Finalize a second Init on the same
+	// device copies around the ring again.
+	"reset": {run: resetAndReinit, again: initAgain},
+}
+
+// rankMain is a rank process: it opens its device and ACP from the
+// launcher's environment and runs the rank body args[0] names.
 func rankMain(args []string) error {
-	if len(args) != 1 || scenarios[args[0]] == nil {
-		return fmt.Errorf("want a scenario name, have %q", args)
+	if len(args) != 1 {
+		return fmt.Errorf("want a rank body's name, have %q", args)
+	}
+	body, ok := rankBodies[args[0]]
+	if !ok {
+		return fmt.Errorf("no rank body %q", args[0])
 	}
 	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
@@ -50,28 +72,20 @@ func rankMain(args []string) error {
 		return err
 	}
 	defer dev.Close()
-	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size, DeviceAtomics: os.Getenv("ACP_TEST_DEVICE_ATOMICS") != ""})
+	atomics := os.Getenv("ACP_TEST_DEVICE_ATOMICS") != ""
+	c, err := acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size, DeviceAtomics: atomics})
 	if err != nil {
 		return err
 	}
-	if err := scenarios[args[0]](c); err != nil {
+	if err := body.run(c); err != nil {
 		return fmt.Errorf("rank %d: %w", l.Rank, err)
 	}
 	if err := c.Finalize(); err != nil {
 		return fmt.Errorf("rank %d: %w", l.Rank, err)
 	}
-	if args[0] == "reset" {
-		// Init again on the same device after Finalize: everything the
-		// first Init made was released.
-		c, err = acp.Init(dev.Driver, acp.Options{Rank: l.Rank, Procs: l.Size})
-		if err != nil {
-			return fmt.Errorf("rank %d: init after finalize: %w", l.Rank, err)
-		}
-		if err := ringCopy(c); err != nil {
-			return fmt.Errorf("rank %d after re-init: %w", l.Rank, err)
-		}
-		if err := c.Finalize(); err != nil {
-			return err
+	if body.again != nil {
+		if c, err = body.again(dev.Driver, l.Rank, l.Size); err != nil {
+			return fmt.Errorf("rank %d: %w", l.Rank, err)
 		}
 	}
 	if s := c.Stats(); s.Protocol != 0 {
@@ -79,7 +93,7 @@ func rankMain(args []string) error {
 	}
 	// As in TestDeviceAtomicsInProcess: the device did them, or the run
 	// proved nothing about device atomics on this link.
-	if n := c.Stats().DeviceAtomics; os.Getenv("ACP_TEST_DEVICE_ATOMICS") != "" && args[0] == "conformance" && l.Rank != 0 && n < 2 {
+	if n := c.Stats().DeviceAtomics; atomics && body.deviceAtomics && l.Rank != 0 && n < 2 {
 		return fmt.Errorf("rank %d had %d atomics done by a device, want its Add8 and CAS8", l.Rank, n)
 	}
 	if d, ok := results.Load(l.Rank); ok {
@@ -87,6 +101,19 @@ func rankMain(args []string) error {
 	}
 	fmt.Println("rank", l.Rank, "ok")
 	return nil
+}
+
+// initAgain inits ACP again on d after Finalize and copies around the
+// ring: everything the first Init made was released.
+func initAgain(d *driver.Driver, rank, procs int) (*acp.ACP, error) {
+	c, err := acp.Init(d, acp.Options{Rank: rank, Procs: procs})
+	if err != nil {
+		return nil, fmt.Errorf("init after finalize: %w", err)
+	}
+	if err := ringCopy(c); err != nil {
+		return nil, fmt.Errorf("after re-init: %w", err)
+	}
+	return c, c.Finalize()
 }
 
 // ringCopy copies 8 bytes naming this rank into the next rank's starter
@@ -164,6 +191,9 @@ func runRanks(t *testing.T, n int, name string, env ...string) []string {
 // returns each rank's output.
 func runRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...string) []string {
 	t.Helper()
+	if _, ok := rankBodies[name]; !ok {
+		t.Fatalf("no rank body %q", name)
+	}
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
 	bufs := make([]*bytes.Buffer, n)
@@ -262,5 +292,5 @@ func TestDeviceAtomicsBetweenProcesses(t *testing.T) {
 // Finalize releases what Init made, so Init runs again in one process.
 func TestResetAndReinitBetweenProcesses(t *testing.T) { runRanks(t, 3, "reset") }
 
-// TestResetAndReinitInProcess runs the Reset scenario without processes.
+// TestResetAndReinitInProcess runs the Reset rank body without processes.
 func TestResetAndReinitInProcess(t *testing.T) { inProcess(t, 3, resetAndReinit) }

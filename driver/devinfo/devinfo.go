@@ -4,19 +4,19 @@
 // ring and memory sizes) and what joins it to others (its link and the
 // nodes on it). Everything but the link comes from the device's own
 // register page, read as any driver reads it; the link is what the daemon
-// serving it wrote beside its sockets (rundir.LinkFile).
+// serving it wrote beside its sockets (rundir.LinkFile). It also attaches
+// to devices by the names the commands take (Attach, AttachAll), so
+// `dimmnet devices`, `stat` and `fs` find a daemon's devices one way.
 package devinfo
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/internal/rundir"
 	"github.com/dimmnet/dimmnet/uapi"
 )
@@ -94,33 +94,34 @@ func stateName(s uint64) string {
 // List describes every device a daemon serves in dir (its node*.sock),
 // in node order, with the link the daemon recorded.
 func List(dir string) ([]Device, error) {
-	socks, err := filepath.Glob(filepath.Join(dir, "node*.sock"))
+	as, err := AttachAll(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(socks) == 0 {
-		return nil, fmt.Errorf("devinfo: no node*.sock in %s: is dimmnet serve --dir %s running?", dir, dir)
-	}
 	l, lerr := rundir.ReadLink(dir)
-	var devs []Device
-	for _, s := range socks {
-		t, err := driver.Dial(s)
-		if err != nil {
-			return nil, err
-		}
-		d, err := Read(strings.TrimSuffix(filepath.Base(s), ".sock"), t.Region())
-		t.Close()
-		if err != nil {
-			return nil, err
-		}
-		d.Socket = s
+	devs, err := describe(as)
+	for i := range devs {
 		if lerr == nil {
-			d.Link = l.Kind
-			d.Peers = others(l.Peers, d.Node)
+			devs[i].Link = l.Kind
+			devs[i].Peers = others(l.Peers, devs[i].Node)
 		}
-		devs = append(devs, d)
 	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].Node < devs[j].Node })
+	return devs, err
+}
+
+// describe reads each attached device's listing and closes them all.
+func describe(as []Attached) ([]Device, error) {
+	defer closeAll(as)
+	var devs []Device
+	for _, a := range as {
+		d, err := Read(a.Name, a.Region())
+		if err != nil {
+			return nil, err
+		}
+		d.Socket = a.Socket
+		devs = append(devs, d)
+	}
 	return devs, nil
 }
 
@@ -141,25 +142,15 @@ func others(peers []uint16, self uint64) []uint16 {
 // ListPCI describes every dimmnet device on this machine's PCI bus: the
 // devices of a lab guest.
 func ListPCI() ([]Device, error) {
-	bdfs, err := driver.FindPCI()
+	as, err := attachPCI()
 	if err != nil {
 		return nil, err
 	}
-	var devs []Device
-	for _, b := range bdfs {
-		t, err := driver.AttachPCI(b)
-		if err != nil {
-			return nil, err
-		}
-		d, err := Read(b, t.Region())
-		t.Close()
-		if err != nil {
-			return nil, err
-		}
-		d.Link = "ivshmem (guest)"
-		devs = append(devs, d)
+	devs, err := describe(as)
+	for i := range devs {
+		devs[i].Link = "ivshmem (guest)"
 	}
-	return devs, nil
+	return devs, err
 }
 
 // Write prints devices as ibv_devinfo -v does: one block per device, one

@@ -12,8 +12,8 @@ import (
 // queues): a thousand 8-byte and 4 KiB ping-pongs on link-memory buffers
 // allocate, in the whole process, devices and links included, well under
 // one object per message.
-func init() {
-	scenarios["allocs"] = func(w *fmpl.World) error {
+var allocRanks = map[string]rank{
+	"allocs": {run: func(w *fmpl.World) error {
 		peer := 1 - w.Rank()
 		sb, _ := w.Alloc(4096)
 		rb, _ := w.Alloc(4096)
@@ -50,7 +50,7 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 }
 
 func TestNoAllocationPerMessage(t *testing.T) { mustContain(t, runRanks(t, 2, "allocs"), "ok") }

@@ -10,8 +10,8 @@ import (
 // The any-source domain: rank 0 receives from every other rank without
 // naming it, matching on the index in arrival order; a message sent to
 // another index waits for its own RecvAny.
-func init() {
-	scenarios["anysource"] = func(w *fmpl.World) error {
+var anySourceRanks = map[string]rank{
+	"anysource": {run: func(w *fmpl.World) error {
 		const k = 5
 		if w.Rank() != 0 {
 			for i := 0; i < k; i++ {
@@ -48,7 +48,7 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 }
 
 func TestAnySource(t *testing.T) { mustContain(t, runRanks(t, 4, "anysource"), "ok") }

@@ -11,8 +11,8 @@ import (
 
 // Bad input: each a named error on the ranks concerned, nothing written
 // outside the caller's buffers, and no hang.
-func init() {
-	scenarios["truncate"] = func(w *fmpl.World) error {
+var badInputRanks = map[string]rank{
+	"truncate": {run: func(w *fmpl.World) error {
 		if w.Rank() == 0 {
 			b := make([]byte, 100)
 			return errIs(w.Send(b, 1, 0, fmpl.CommWorld), fmpl.ErrTruncated, "send into a small buffer")
@@ -32,8 +32,8 @@ func init() {
 			return fmt.Errorf("a truncated message wrote into the buffer or past it")
 		}
 		return nil
-	}
-	scenarios["inflight"] = func(w *fmpl.World) error {
+	}},
+	"inflight": {run: func(w *fmpl.World) error {
 		b := make([]byte, 8)
 		if w.Rank() == 1 {
 			if err := w.Irecv(b, 0, 3, fmpl.CommWorld); err != nil {
@@ -61,9 +61,8 @@ func init() {
 			return err
 		}
 		return errIs(w.IsendWait(1, 3, fmpl.CommWorld), fmpl.ErrNoPending, "wait for nothing")
-	}
-	noFinalize["deadrank"] = true
-	scenarios["deadrank"] = func(w *fmpl.World) error {
+	}},
+	"deadrank": {noFinalize: true, run: func(w *fmpl.World) error {
 		if err := w.Barrier(fmpl.CommWorld); err != nil { // a job under way, then a rank dies
 			return err
 		}
@@ -75,8 +74,8 @@ func init() {
 			return err
 		}
 		return errIs(w.Send(make([]byte, 8), 1, 1, fmpl.CommWorld), fmpl.ErrPeerDead, "send to a rank that exited")
-	}
-	scenarios["commkey"] = func(w *fmpl.World) error {
+	}},
+	"commkey": {run: func(w *fmpl.World) error {
 		key := 0
 		if w.Rank() == 2 {
 			key = -7
@@ -89,8 +88,8 @@ func init() {
 			return fmt.Errorf("a failed CommCreate returned communicator %d", c)
 		}
 		return nil
-	}
-	scenarios["panicop"] = func(w *fmpl.World) error {
+	}},
+	"panicop": {run: func(w *fmpl.World) error {
 		op := fmpl.UserOp("boom", 4, func(io, in []byte) {
 			if w.Rank() == 2 { // rank 2 combines rank 3's part in a tree of 4
 				panic("user function fails on rank 2")
@@ -99,7 +98,7 @@ func init() {
 		})
 		b, work := make([]byte, 12), make([]byte, 12)
 		return errIs(w.Allreduce(b, 3, op, fmpl.CommWorld, work), fmpl.ErrUserOp, "allreduce whose function panics on one rank")
-	}
+	}},
 }
 
 func TestBadInputTruncation(t *testing.T) { mustContain(t, runRanks(t, 2, "truncate"), "ok") }

@@ -16,8 +16,8 @@ import (
 // changing from round to round, and checks on leaving that every member's
 // note for that round is there. On the world (5 ranks, not a power of
 // two) and on a communicator of the odd ranks.
-func init() {
-	scenarios["barrierorder"] = func(w *fmpl.World) error {
+var barrierRanks = map[string]rank{
+	"barrierorder": {run: func(w *fmpl.World) error {
 		f, err := os.OpenFile(os.Getenv("FMPL_TEST_BARFILE"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return err
@@ -74,7 +74,7 @@ func init() {
 			return fmt.Errorf("barrier of 2 took %d rounds, want 1", st.Up)
 		}
 		return w.Barrier(fmpl.CommWorld)
-	}
+	}},
 }
 
 func TestBarrierWaitsForEveryMember(t *testing.T) {

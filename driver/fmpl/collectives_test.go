@@ -13,8 +13,8 @@ import (
 
 // Collectives on 3 and 4 ranks (a non-power of two and a power): every
 // result checked by content on every rank, roots rotating.
-func init() {
-	scenarios["collectives"] = func(w *fmpl.World) error {
+var collectiveRanks = map[string]rank{
+	"collectives": {run: func(w *fmpl.World) error {
 		p, me := w.Size(), w.Rank()
 		for i := 0; i < 3; i++ {
 			if err := w.Barrier(fmpl.CommWorld); err != nil {
@@ -125,7 +125,7 @@ func init() {
 			return fmt.Errorf("allreduce on the comm of key %d: %d, want %d", me%2, got, want)
 		}
 		return w.Barrier(c)
-	}
+	}},
 }
 
 func fill(b []byte, t fmpl.Type, f func(i int) (float64, float64)) {

@@ -10,8 +10,8 @@ import (
 
 // Sender-side matching: a ping-pong of every size class through link
 // memory and host memory, contents checked at both ends.
-func init() {
-	scenarios["pingpong"] = func(w *fmpl.World) error {
+var matchingRanks = map[string]rank{
+	"pingpong": {run: func(w *fmpl.World) error {
 		peer := 1 - w.Rank()
 		for _, n := range []int{0, 1, 7, 8, 100, fmpl.InlineMax, fmpl.InlineMax + 1, 200000} {
 			for _, inLink := range []bool{true, false} {
@@ -65,10 +65,10 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 	// TagAny matches whatever index the sender used; an explicit index is
 	// matched by its own header even when posted after a TagAny one.
-	scenarios["tagany"] = func(w *fmpl.World) error {
+	"tagany": {run: func(w *fmpl.World) error {
 		buf := make([]byte, 16)
 		if w.Rank() == 1 {
 			for i := 0; i < 3; i++ {
@@ -93,10 +93,10 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 	// Receives posted in reverse index order, sends in order: matching is
 	// by index, not by arrival.
-	scenarios["reverse"] = func(w *fmpl.World) error {
+	"reverse": {run: func(w *fmpl.World) error {
 		const k = 12
 		if w.Rank() == 1 {
 			bufs := make([][]byte, k)
@@ -128,14 +128,14 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 }
 
 func TestMatchingPingPong(t *testing.T) { mustContain(t, runRanks(t, 2, "pingpong"), "ok") }
 func TestMatchingTagAny(t *testing.T)   { mustContain(t, runRanks(t, 2, "tagany"), "ok") }
 func TestMatchingReverse(t *testing.T)  { mustContain(t, runRanks(t, 2, "reverse"), "ok") }
 
-// errIs is a scenario helper: err must wrap want.
+// errIs is a rank body's helper: err must wrap want.
 func errIs(err, want error, what string) error {
 	if !errors.Is(err, want) {
 		return fmt.Errorf("%s: got %v, want %v", what, err, want)

@@ -10,7 +10,7 @@ import (
 
 // FMPL ranks launched by Open MPI's mpirun, not by us: 4 processes of this
 // test binary learn rank and size from OMPI_COMM_WORLD_* and run the
-// collectives scenario (bcast, reduce and allreduce checked by content).
+// "collectives" rank body (bcast, reduce and allreduce checked by content).
 // .ci/run installs Open MPI, so in CI this runs.
 func TestMPIRunLaunchesRanks(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {

@@ -23,29 +23,60 @@ import (
 
 const roleRank = "fmpl-test-rank"
 
-func init() { subproc.Register(roleRank, rankMain) }
-
 func TestMain(m *testing.M) {
+	subproc.Register(roleRank, rankMain)
 	subproc.Main()
 	os.Exit(m.Run())
 }
 
-// scenario is one rank's part of a test; it returns an error to fail.
-type scenario func(w *fmpl.World) error
+// rank is one rank's part of a test: it runs on the rank's World and
+// returns an error to fail. A test file declares its ranks in a table of
+// its own, by the name its tests start them with (runRanks).
+type rank struct {
+	run func(w *fmpl.World) error
+	// noFinalize: the rank ends without Finalize (a rank that dies on
+	// purpose, or one that found a deadlock).
+	noFinalize bool
+}
 
-var scenarios = map[string]scenario{}
+// rankTables are the test files' tables; a name is in one of them only.
+var rankTables = []map[string]rank{allocRanks, anySourceRanks, badInputRanks, barrierRanks, collectiveRanks, matchingRanks, sendModeRanks}
 
-// noFinalize marks scenarios whose ranks end without Finalize (a rank that
-// dies on purpose, or one that found a deadlock).
-var noFinalize = map[string]bool{}
+// lookup finds the rank body called name in the tables.
+func lookup(name string) (rank, error) {
+	var found []rank
+	for _, tab := range rankTables {
+		if r, ok := tab[name]; ok {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		return rank{}, fmt.Errorf("rank body %q is in %d tables, want 1", name, len(found))
+	}
+	return found[0], nil
+}
 
+// TestRankNamesUnique: every rank body is found by its name, so no two
+// test files declare the same one.
+func TestRankNamesUnique(t *testing.T) {
+	for _, tab := range rankTables {
+		for name := range tab {
+			if _, err := lookup(name); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// rankMain is a rank process: it opens its device and World from the
+// launcher's environment and runs the rank body args[0] names.
 func rankMain(args []string) error {
 	if len(args) != 1 {
-		return fmt.Errorf("want a scenario name")
+		return fmt.Errorf("want a rank body's name")
 	}
-	sc := scenarios[args[0]]
-	if sc == nil {
-		return fmt.Errorf("no scenario %q", args[0])
+	body, err := lookup(args[0])
+	if err != nil {
+		return err
 	}
 	l, ok, err := ranks.FromEnv()
 	if err != nil || !ok {
@@ -61,10 +92,10 @@ func rankMain(args []string) error {
 		dev.Close()
 		return err
 	}
-	if err := sc(w); err != nil {
+	if err := body.run(w); err != nil {
 		return fmt.Errorf("rank %d: %w", l.Rank, err)
 	}
-	if !noFinalize[args[0]] {
+	if !body.noFinalize {
 		if err := w.Finalize(); err != nil {
 			return fmt.Errorf("rank %d: %w", l.Rank, err)
 		}
@@ -80,7 +111,7 @@ func rankMain(args []string) error {
 		}
 	}
 	fmt.Println("rank", l.Rank, "ok")
-	if noFinalize[args[0]] {
+	if body.noFinalize {
 		return nil // a goroutine may still use the device: the process exit takes it down
 	}
 	return dev.Close()
@@ -91,7 +122,7 @@ func rankMain(args []string) error {
 // performance assertion: a correct run takes a fraction of it.
 const hangGuard = 90 * time.Second
 
-// runRanks runs scenario name on n rank processes and returns each
+// runRanks runs the rank body name on n rank processes and returns each
 // rank's stdout; it fails the test if any rank fails.
 func runRanks(t *testing.T, n int, name string, env ...string) []string {
 	t.Helper()
@@ -113,6 +144,9 @@ func startRanks(t *testing.T, n int, name string, env ...string) ([]string, []er
 // namespace (nil: this process's), rank r on seg's interface r.
 func startRanksOn(t *testing.T, seg *netsetup.Segment, n int, name string, env ...string) ([]string, []error) {
 	t.Helper()
+	if _, err := lookup(name); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir() + "/shm"
 	cmds := make([]*exec.Cmd, n)
 	bufs := make([]*bytes.Buffer, n)

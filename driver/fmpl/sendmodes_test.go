@@ -11,9 +11,8 @@ import (
 // Two ranks that both send first: without a timeout (synchronous mode)
 // neither send can complete, since each waits for the other's receive;
 // with one, both sends spool and the receives that follow complete.
-func init() {
-	noFinalize["deadlock"] = true
-	scenarios["deadlock"] = func(w *fmpl.World) error {
+var sendModeRanks = map[string]rank{
+	"deadlock": {noFinalize: true, run: func(w *fmpl.World) error {
 		peer := 1 - w.Rank()
 		b := make([]byte, 64)
 		done := make(chan error, 1)
@@ -28,8 +27,8 @@ func init() {
 			fmt.Println("deadlocked")
 			return nil
 		}
-	}
-	scenarios["buffered"] = func(w *fmpl.World) error {
+	}},
+	"buffered": {run: func(w *fmpl.World) error {
 		peer := 1 - w.Rank()
 		spool, err := w.Alloc(4096)
 		if err != nil {
@@ -88,7 +87,7 @@ func init() {
 			}
 		}
 		return nil
-	}
+	}},
 }
 
 func TestSendModesDeadlockWithoutTimeout(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 // device is an endpoint's own dimmnet device, embedded in this process as
 // an FMPL rank's is (package driver/ranks), on the medium FI_DIMMNET_LINK names.
 type device struct {
-	rd     *ranks.Device
+	rd     *ranks.Device // nil on pci, where closing drv releases the function
 	drv    *driver.Driver
 	node   uint16
 	addr   [addrLen]byte
@@ -62,8 +62,10 @@ func openDevice() (*device, error) {
 		return openShm()
 	case "udp":
 		return openUDP()
+	case "pci":
+		return openPCI()
 	}
-	return nil, fmt.Errorf("FI_DIMMNET_LINK=%q: want shm or udp", medium)
+	return nil, fmt.Errorf("FI_DIMMNET_LINK=%q: want shm, udp or pci", medium)
 }
 
 // openShm claims the first free node id in the per-user, per-namespace
@@ -100,7 +102,8 @@ func openShm() (*device, error) {
 // is reachable already; udp adds the peer to the port's accepted set.
 func (d *device) admit(a address) error {
 	switch {
-	case d.medium == "shm" && a.medium != mediumShm, d.medium == "udp" && a.medium != mediumUDP:
+	case d.medium == "shm" && a.medium != mediumShm, d.medium == "udp" && a.medium != mediumUDP,
+		d.medium == "pci" && a.medium != mediumPCI:
 		return fmt.Errorf("node %d: %w", a.node, errOtherMedium)
 	case d.medium == "shm" && a.netns != d.netns:
 		return fmt.Errorf("node %d: %w", a.node, errOtherNetns)
@@ -114,6 +117,12 @@ func (d *device) admit(a address) error {
 }
 
 func (d *device) close() {
+	if d.rd == nil {
+		if err := d.drv.Close(); err != nil {
+			logf("close pci node %d: %v", d.node, err)
+		}
+		return
+	}
 	if err := d.rd.Close(); err != nil {
 		logf("close node %d: %v", d.node, err)
 	}
@@ -181,4 +190,29 @@ func (d *device) admitUDP(a address) error {
 		return fmt.Errorf("node %d at %s: %w", a.node, a.udpAddr(), err)
 	}
 	return nil
+}
+
+// openPCI drives this machine's dimmnet PCI function (a lab guest's
+// device, bound to vfio-pci by the guest's init, or mapped through sysfs
+// without an IOMMU): the device and its node id are the daemon's, which
+// links it to its peers, so every pci address is reachable and admit has
+// nothing to add. One endpoint at a time: the function has one command
+// queue.
+func openPCI() (*device, error) {
+	bdfs, err := driver.FindPCI()
+	if err != nil {
+		return nil, fmt.Errorf("pci: %w", err)
+	}
+	t, err := driver.AttachPCI(bdfs[0])
+	if err != nil {
+		return nil, fmt.Errorf("pci %s: %w", bdfs[0], err)
+	}
+	drv, err := driver.Open(t)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("pci %s: %w", bdfs[0], err)
+	}
+	node := drv.Node()
+	logf("pci %s: node %d, attached through %s", bdfs[0], node, driver.AttachKind(t))
+	return &device{drv: drv, node: node, medium: "pci", addr: makeAddr(mediumPCI, node, nil, 0)}, nil
 }

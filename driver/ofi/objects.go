@@ -81,7 +81,7 @@ func logf(format string, args ...any) {
 //
 //	0..1  "DN"
 //	2     version (1)
-//	3     medium: 1 shm, 2 udp
+//	3     medium: 1 shm, 2 udp, 3 pci
 //	4..5  node id (little endian)
 //	6..7  udp port (big endian)
 //	8..11 udp IPv4 address
@@ -89,6 +89,7 @@ func logf(format string, args ...any) {
 const (
 	mediumShm = 1
 	mediumUDP = 2
+	mediumPCI = 3
 )
 
 // Errors an address is refused with, logged with FI_DIMMNET_DEBUG=1 and
@@ -112,7 +113,7 @@ type address struct {
 
 func parseAddr(b []byte) (address, error) {
 	var a address
-	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[2] != 1 || b[3] < mediumShm || b[3] > mediumUDP {
+	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[2] != 1 || b[3] < mediumShm || b[3] > mediumPCI {
 		return a, errBadAddr
 	}
 	copy(a.raw[:], b)
@@ -121,7 +122,7 @@ func parseAddr(b []byte) (address, error) {
 	a.port = binary.BigEndian.Uint16(b[6:])
 	copy(a.ip[:], b[8:12])
 	a.netns = binary.LittleEndian.Uint32(b[12:])
-	if a.node == 0 {
+	if a.node == 0 && a.medium != mediumPCI { // a daemon's devices start at node 0
 		return a, errBadAddr
 	}
 	return a, nil
@@ -261,7 +262,7 @@ func (q *cq) progress() bool {
 func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	q.progress()
 	if timeoutMs >= 0 && len(q.entries) == 0 && len(q.errs) == 0 {
-		deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+		deadline := deadlineAfter(timeoutMs)
 		for len(q.entries) == 0 && len(q.errs) == 0 && time.Now().Before(deadline) {
 			mu.Unlock()
 			if len(q.eps) > 0 {
@@ -290,6 +291,17 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	return k, 0
 }
 
+// foreverMs bounds a wait's timeout: fi_cq_sread's -1 (block) arrives as
+// 1<<62 ms, which as a time.Duration overflowed into the past, so a
+// blocking read returned -FI_EAGAIN at once (fabtests' cq_data and
+// rdm_tagged_peek failed on it). About 34 years is forever enough.
+const foreverMs = 1 << 40
+
+// deadlineAfter is now plus ms milliseconds, at most foreverMs.
+func deadlineAfter(ms int64) time.Time {
+	return time.Now().Add(time.Duration(min(ms, foreverMs)) * time.Millisecond)
+}
+
 // cntr is a counter of completions and of errors.
 type cntr struct {
 	val, errs uint64
@@ -303,7 +315,7 @@ func (c *cntr) progress() {
 }
 
 func (c *cntr) wait(threshold uint64, timeoutMs int64) int {
-	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	deadline := deadlineAfter(timeoutMs)
 	for {
 		c.progress()
 		if c.val >= threshold {

@@ -960,7 +960,7 @@ const char *dn_param_str(const char *name)
 __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
 {
 	fi_param_define(&dn_prov, "link", FI_PARAM_STRING,
-			"Medium between devices: shm (processes of one host and network namespace) or udp (across hosts or namespaces). Default: shm");
+			"Medium between devices: shm (processes of one host and network namespace), udp (across hosts or namespaces) or pci (the dimmnet PCI device of a lab guest, whose daemon links it). Default: shm");
 	fi_param_define(&dn_prov, "dir", FI_PARAM_STRING,
 			"shm rendezvous directory (default: dimmnet-ofi-<uid>-<netns> in $TMPDIR or /tmp)");
 	fi_param_define(&dn_prov, "udp_addr", FI_PARAM_STRING,

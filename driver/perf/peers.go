@@ -1,17 +1,13 @@
 package perf
 
 import (
-	"bytes"
-	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/dimmnet/dimmnet/driver/ompi"
 	"github.com/dimmnet/dimmnet/driver/pingpong"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
@@ -20,7 +16,7 @@ import (
 var ompiSource string
 
 // ErrNoMPI reports a machine without Open MPI's mpicc or mpirun.
-var ErrNoMPI = errors.New("perf: Open MPI (mpicc, mpirun) not found")
+var ErrNoMPI = ompi.ErrNoMPI
 
 // OMPI measures Open MPI's two byte transfer layers between two local
 // ranks, vader (shared memory) and tcp (loopback), running the three
@@ -37,7 +33,7 @@ func OMPI(sizes []int, window int, per time.Duration) ([]Record, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	prog, err := buildOMPI(dir)
+	prog, err := ompi.Build(dir, "mpicc", "perf_ompi", ompiSource, "-lm")
 	if err != nil {
 		return nil, err
 	}
@@ -46,12 +42,17 @@ func OMPI(sizes []int, window int, per time.Duration) ([]Record, error) {
 		args = append(args, strconv.Itoa(s))
 	}
 	var all []Record
-	for _, m := range []struct{ lib, btl string }{{LibOMPIVader, "self,vader"}, {LibOMPITCP, "self,tcp"}} {
+	for _, m := range []struct {
+		lib string
+		t   ompi.Transport
+	}{{LibOMPIVader, ompi.Vader}, {LibOMPITCP, ompi.TCP}} {
 		args[0] = m.lib
-		out, err := mpirun(prog, m.btl, nil, args...)
+		job := ompi.Job{NP: 2, T: m.t, Prog: prog, Args: args}
+		out, err := ompi.Run(job)
 		note := ""
 		if err != nil && m.lib == LibOMPIVader {
-			out, err = mpirun(prog, m.btl, []string{"OMPI_MCA_btl_vader_single_copy_mechanism=none"}, args...)
+			job.Env = []string{"OMPI_MCA_btl_vader_single_copy_mechanism=none"}
+			out, err = ompi.Run(job)
 			note = "single-copy (CMA) unavailable: vader copied through its own buffers"
 		}
 		if err != nil {
@@ -68,44 +69,6 @@ func OMPI(sizes []int, window int, per time.Duration) ([]Record, error) {
 		all = append(all, recs...)
 	}
 	return all, nil
-}
-
-func buildOMPI(dir string) (string, error) {
-	cc, err := exec.LookPath("mpicc")
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoMPI, err)
-	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoMPI, err)
-	}
-	src := filepath.Join(dir, "perf_ompi.c")
-	if err := os.WriteFile(src, []byte(ompiSource), 0o600); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "perf_ompi")
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src, "-lm").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mpicc: %v: %s", err, out)
-	}
-	return bin, nil
-}
-
-// mpirunLimit bounds one job: a hang ends as an error.
-const mpirunLimit = 10 * time.Minute
-
-// mpirun runs prog on two ranks of this host over btl, as root too.
-func mpirun(prog, btl string, env []string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), mpirunLimit)
-	defer cancel()
-	a := append([]string{"--allow-run-as-root", "--oversubscribe", "--mca", "btl", btl, "-np", "2", prog}, args...)
-	c := exec.CommandContext(ctx, "mpirun", a...)
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	c.Env = append(os.Environ(), env...)
-	out, err := c.Output()
-	if err != nil {
-		return out, fmt.Errorf("mpirun %s: %v: %s", btl, err, stderr.String())
-	}
-	return out, nil
 }
 
 // Raw measures the floors beside the device on medium: the word

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dimmnet/dimmnet/internal/cpubind"
+	"github.com/dimmnet/dimmnet/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,19 +39,7 @@ func watchMasks(t *testing.T) *masks {
 	return m
 }
 
-// only fails the test unless every thread in sets may run on exactly want.
-func only(t *testing.T, who string, sets map[int]unix.CPUSet, want unix.CPUSet) {
-	t.Helper()
-	if len(sets) == 0 {
-		t.Errorf("%s: no threads seen", who)
-	}
-	for tid, s := range sets {
-		if s != want {
-			t.Errorf("%s thread %d may run on %d CPUs, want the %d of %v", who, tid, s.Count(), want.Count(), want)
-		}
-	}
-}
-
+// one is the CPU set of cpu alone.
 func one(cpu int) unix.CPUSet {
 	var s unix.CPUSet
 	s.Set(cpu)
@@ -98,21 +87,21 @@ func TestRawBaselinesBindTheProcessesThatFit(t *testing.T) {
 			t.Errorf("%s bind %v: record says bound %v, want %v", c.cond, c.bind, r.Bound, want != nil)
 		}
 		if want == nil {
-			only(t, c.cond+" this process", m.self, allowed)
+			testenv.ThreadsOn(t, c.cond+" this process", m.self, allowed)
 			for i, k := range m.kids {
-				only(t, fmt.Sprintf("%s child %d", c.cond, i+1), k, allowed)
+				testenv.ThreadsOn(t, fmt.Sprintf("%s child %d", c.cond, i+1), k, allowed)
 			}
 		} else {
-			only(t, c.cond+" this process", m.self, one(want[0]))
+			testenv.ThreadsOn(t, c.cond+" this process", m.self, one(want[0]))
 			for i, k := range m.kids {
-				only(t, fmt.Sprintf("%s child %d", c.cond, i+1), k, one(want[1+i]))
+				testenv.ThreadsOn(t, fmt.Sprintf("%s child %d", c.cond, i+1), k, one(want[1+i]))
 			}
 		}
 		self, err := cpubind.ThreadSets(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
-		only(t, c.cond+" this process afterwards", self, allowed)
+		testenv.ThreadsOn(t, c.cond+" this process afterwards", self, allowed)
 	}
 }
 
@@ -120,21 +109,8 @@ func TestRawBaselinesBindTheProcessesThatFit(t *testing.T) {
 // nothing: both ends of the word ping-pong run on that CPU, and the
 // record says unbound.
 func TestRawBaselinesUnboundOnOneCPU(t *testing.T) {
-	allowed, err := cpubind.Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus := cpubind.CPUs(allowed.Count(), &allowed)
-	if cpus == nil {
-		t.Skip("one usable CPU already")
-	}
 	t.Setenv(cpubind.EnvBind, "")
-	last := cpus[len(cpus)-1]
-	b, err := cpubind.Pin(last) // the whole process, as taskset would
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Restore()
+	last := testenv.PinToOneCPU(t)
 	m := watchMasks(t)
 	r, err := RawBaseline(CondWord, 20*time.Millisecond, true)
 	if err != nil {
@@ -143,9 +119,9 @@ func TestRawBaselinesUnboundOnOneCPU(t *testing.T) {
 	if r.Bound {
 		t.Error("record says bound on one CPU")
 	}
-	only(t, "this process", m.self, one(last))
+	testenv.ThreadsOn(t, "this process", m.self, one(last))
 	if len(m.kids) != 1 {
 		t.Fatalf("%d children seen, want 1", len(m.kids))
 	}
-	only(t, "child", m.kids[0], one(last))
+	testenv.ThreadsOn(t, "child", m.kids[0], one(last))
 }

@@ -15,10 +15,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dimmnet/dimmnet/internal/loadavg"
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
@@ -57,7 +57,7 @@ func Collect() Info {
 		}
 	}
 	in.CPUModel = cpuModel("/proc/cpuinfo")
-	in.LoadAverage, _ = loadAverage("/proc/loadavg")
+	in.LoadAverage, _ = loadavg.Read()
 	return in
 }
 
@@ -91,32 +91,6 @@ func parseCPUModel(r io.Reader) string {
 		}
 	}
 	return ""
-}
-
-// loadAverage reads /proc/loadavg's three averages.
-func loadAverage(path string) ([3]float64, error) {
-	var la [3]float64
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return la, err
-	}
-	return parseLoadAverage(string(b))
-}
-
-func parseLoadAverage(s string) ([3]float64, error) {
-	var la [3]float64
-	f := strings.Fields(s)
-	if len(f) < 3 {
-		return la, fmt.Errorf("loadavg %q: fewer than 3 fields", s)
-	}
-	for i := range la {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return la, fmt.Errorf("loadavg %q: %w", s, err)
-		}
-		la[i] = v
-	}
-	return la, nil
 }
 
 // String is Info for people: one line per fact, as `dimmnet version` prints it.
@@ -171,7 +145,7 @@ func (e *Encoder) SetIndent(prefix, indent string) { e.enc.SetIndent(prefix, ind
 // Encode writes v with the provenance added.
 func (e *Encoder) Encode(v any) error {
 	if time.Since(e.loadAt) >= time.Second {
-		if la, err := loadAverage("/proc/loadavg"); err == nil {
+		if la, err := loadavg.Read(); err == nil {
 			e.Info.LoadAverage = la
 		}
 		e.loadAt = time.Now()

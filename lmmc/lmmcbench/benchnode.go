@@ -45,7 +45,8 @@ type PaperStamps struct {
 	OneWay                []SizeTime // node 1: half the warm round trip by size
 	WriteNs               int64      // node 1: warm 1-byte write routine, summed
 	SentSum, SeenSum      int64      // node 1's write starts and node 2's arrivals, summed
-	DevNs                 int64      // node 2: device arrival to link memory, summed
+	DevNs                 int64      // node 2: device arrival to link memory, summed over DevN pairs
+	DevN                  int        // node 2: trace pairs taken (see devSpan)
 	Iters                 int
 }
 
@@ -193,7 +194,9 @@ func MergeReports(policy, pattern string, ports, frames int, reps []NodeReport) 
 		r.OneWay = pa.OneWay
 		if it := float64(pa.Iters); it > 0 {
 			r.WriteRoutineUs = float64(pa.WriteNs) / 1e3 / it
-			r.ArrivalToLinkMemUs = float64(pb.DevNs) / 1e3 / it
+			if pb.DevN > 0 {
+				r.ArrivalToLinkMemUs = float64(pb.DevNs) / 1e3 / float64(pb.DevN)
+			}
 			r.ArrivalToReaderUs = float64(pb.SeenSum-pa.SentSum) / 1e3 / it
 		}
 		r.Writes, r.Faults = a.Lat.Writes, a.Lat.Faults
@@ -299,7 +302,10 @@ func paperNode(me int, b *benchNode, ports int) (*PaperStamps, error) {
 			return nil, err
 		}
 		st.SeenSum += t1
-		st.DevNs += d.TraceStamp(uapi.TracePlaced) - d.TraceStamp(uapi.TraceRx)
+		if ns, ok := devSpan(d); ok {
+			st.DevNs += ns
+			st.DevN++
+		}
 		if err := write([]byte{seq}); err != nil {
 			return nil, err
 		}

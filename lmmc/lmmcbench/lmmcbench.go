@@ -443,6 +443,7 @@ func paper(r *BenchResult, bn []*benchNode, ps uint64) error {
 	b.n.Driver().SetTrace(true)
 	defer b.n.Driver().SetTrace(false)
 	var wr, dev, rd time.Duration
+	devN := 0
 	for range iters {
 		seq++
 		t0 := time.Now()
@@ -455,13 +456,32 @@ func paper(r *BenchResult, bn []*benchNode, ps uint64) error {
 			return err
 		}
 		rd += t1.Sub(t0)
-		d := b.n.Driver()
-		dev += time.Duration(d.TraceStamp(uapi.TracePlaced) - d.TraceStamp(uapi.TraceRx))
+		if ns, ok := devSpan(b.n.Driver()); ok {
+			dev += time.Duration(ns)
+			devN++
+		}
 	}
 	r.WriteRoutineUs = wr.Seconds() * 1e6 / iters
-	r.ArrivalToLinkMemUs = dev.Seconds() * 1e6 / iters
+	if devN > 0 {
+		r.ArrivalToLinkMemUs = dev.Seconds() * 1e6 / float64(devN)
+	}
 	r.ArrivalToReaderUs = rd.Seconds() * 1e6 / iters
 	st := a.n.Stats()
 	r.Writes, r.Faults = st.Writes, st.Faults
 	return nil
+}
+
+// devSpan is the device's arrival-to-link-memory time for the frame it
+// placed last. The device stamps TRACE_RX for every data frame it takes
+// off the link, a retransmitted duplicate too, so under a retransmission
+// the RX stamp can postdate the placement it is paired with: such a pair
+// measures nothing and is left out (ok false) rather than averaged in
+// as a negative time.
+func devSpan(d *driver.Driver) (ns int64, ok bool) {
+	placed := d.TraceStamp(uapi.TracePlaced)
+	rx := d.TraceStamp(uapi.TraceRx)
+	if rx == 0 || placed < rx {
+		return 0, false
+	}
+	return placed - rx, true
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +44,7 @@ const (
 )
 
 // Init is /init in a lab guest: mount what the driver needs, run what the
-// kernel command line asks (dimmnet.run=pingpong|shell), report on the
+// kernel command line asks (dimmnet.run=pingpong|fipingpong|shell), report on the
 // console, power off. It never returns.
 func Init() {
 	err := guestMain()
@@ -91,6 +92,8 @@ func guestMain() error {
 		return nil
 	case "pingpong":
 		return guestPingPong(args)
+	case "fipingpong":
+		return guestFiPingpong(args)
 	case "":
 		return errors.New("nothing to run: the kernel command line has no dimmnet.run=")
 	}
@@ -256,23 +259,31 @@ func prepareVFIO(bdf string) string {
 	return "vfio"
 }
 
-// loadVFIOModules inserts kernel.VFIOModules from the initramfs's
-// /lib/modules/<release>, in order, with finit_module (a module already
-// loaded or built in is fine).
+// loadVFIOModules inserts kernel.VFIOModules (a module already loaded or
+// built in is fine).
 func loadVFIOModules() error {
+	err := loadModules(kernel.VFIOModules)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat("/sys/bus/pci/drivers/vfio-pci"); serr == nil {
+			return nil // built in
+		}
+	}
+	return err
+}
+
+// loadModules inserts mods from the initramfs's /lib/modules/<release>,
+// in order, with finit_module (a module already loaded is fine).
+func loadModules(mods []string) error {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return fmt.Errorf("uname: %w", err)
 	}
 	dir := filepath.Join("/lib/modules", unix.ByteSliceToString(u.Release[:]))
-	for _, m := range kernel.VFIOModules {
+	for _, m := range mods {
 		p := filepath.Join(dir, m)
 		f, err := os.Open(p)
 		if err != nil {
-			if _, serr := os.Stat("/sys/bus/pci/drivers/vfio-pci"); serr == nil {
-				return nil // built in
-			}
-			return fmt.Errorf("no VFIO module %s in the initramfs: %w", p, err)
+			return fmt.Errorf("no module %s in the initramfs: %w", p, err)
 		}
 		err = unix.FinitModule(int(f.Fd()), "", 0)
 		f.Close()

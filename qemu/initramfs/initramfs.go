@@ -4,9 +4,12 @@
 // The guests have no disk, so everything they run lives here, and the
 // kernel runs /init before anything has mounted /dev, /proc or /sys: the
 // archive therefore carries dev/console and the mount points itself, and
-// only static executables (a dynamic one would die for want of its loader,
-// with nothing but "No working init found" to show for it). Write checks
-// that before producing an archive that could not boot.
+// /init and the busybox must be static executables (a dynamic /init would
+// die for want of its loader, with nothing but "No working init found" to
+// show for it). Write checks that before producing an archive that could
+// not boot. A dynamically linked program the init starts later (the lab's
+// fi_pingpong, and the libfabric provider it loads) goes in Files with its
+// shared-library closure, loader included, which Closure lists.
 package initramfs
 
 import (
@@ -31,6 +34,10 @@ import (
 // ErrNotStatic is returned (wrapped, naming the file) when the init or the
 // busybox is not a static ELF executable, which the guest could not run.
 var ErrNotStatic = errors.New("not a static ELF executable")
+
+// ErrLibNotFound is returned (wrapped, naming the library and who needs
+// it) by Closure when the host's dynamic loader cannot find a library.
+var ErrLibNotFound = errors.New("shared library not found")
 
 // Spec says what goes into an archive.
 type Spec struct {
@@ -284,4 +291,40 @@ func GoBuildStatic(pkgDir, out string) error {
 		return fmt.Errorf("initramfs: go build %s: %w\n%s", pkgDir, err, bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// Closure returns the shared libraries the dynamically linked ELF files
+// bins need, their own dependencies and the dynamic loader included, as
+// Spec.Files entries: each at the archive path of the host path the host's
+// loader resolves it to (ldd), so a guest loader with no ld.so.cache finds
+// it in the same system directory. Static files add nothing. A library
+// loaded at run time with dlopen (a libfabric provider) is not in its
+// host's closure: pass it in bins too.
+func Closure(bins ...string) (map[string]string, error) {
+	files := map[string]string{}
+	for _, b := range bins {
+		if IsStatic(b) {
+			continue
+		}
+		out, err := exec.Command("ldd", b).Output()
+		if err != nil {
+			return nil, fmt.Errorf("initramfs: ldd %s: %w", b, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			l = strings.TrimSpace(l)
+			name, target, arrow := strings.Cut(l, "=>")
+			if !arrow {
+				target = name // the loader: "/lib64/ld-linux-x86-64.so.2 (0x...)"
+			}
+			f := strings.Fields(target)
+			if len(f) > 0 && f[0] == "not" {
+				return nil, fmt.Errorf("initramfs: %s needs %s: %w", b, strings.TrimSpace(name), ErrLibNotFound)
+			}
+			if len(f) == 0 || !strings.HasPrefix(f[0], "/") {
+				continue // linux-vdso.so.1, which the kernel provides
+			}
+			files[strings.TrimPrefix(path.Clean(f[0]), "/")] = f[0]
+		}
+	}
+	return files, nil
 }

@@ -345,3 +345,46 @@ func TestBoot(t *testing.T) {
 		t.Errorf("busybox shell did not run in the guest")
 	}
 }
+
+// A dynamic program's closure has libc and the loader at the host's paths,
+// and a static one adds nothing.
+func TestClosure(t *testing.T) {
+	if _, err := exec.LookPath("ldd"); err != nil {
+		t.Skip("no ldd (Debian: libc-bin)")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil || IsStatic(sh) {
+		t.Skip("no dynamically linked sh to take the closure of")
+	}
+	files, err := Closure(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var libc, loader bool
+	for a, h := range files {
+		if strings.HasPrefix(a, "/") || "/"+a != h {
+			t.Fatalf("archive path %q for host %q: want the host path without its leading slash", a, h)
+		}
+		libc = libc || strings.HasSuffix(a, "/libc.so.6")
+		loader = loader || strings.Contains(a, "ld-linux")
+	}
+	if !libc || !loader {
+		t.Fatalf("closure of %s lacks libc or the loader: %v", sh, files)
+	}
+	// The archive takes them, each with its host file's bytes.
+	var buf bytes.Buffer
+	if err := Write(&buf, Spec{Init: tinyProgram(t), Files: files}); err != nil {
+		t.Fatal(err)
+	}
+	arch := readArchive(t, buf.Bytes())
+	for a := range files {
+		if _, ok := arch.Files[a]; !ok {
+			t.Fatalf("archive lacks %s", a)
+		}
+	}
+	if bb := FindBusybox(); bb != "" {
+		if files, err := Closure(bb); err != nil || len(files) != 0 {
+			t.Fatalf("static busybox closure %v %v, want none", files, err)
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // The lab needs a kernel with PCI (the dimmnet device is an ivshmem PCI
 // function), devtmpfs and a serial console built in, because the guest's
 // whole root file system is the initramfs; the only modules it carries are
-// the VFIO ones (VFIOModules), taken from the same package. Debian's cloud
+// the VFIO ones (VFIOModules) and, for the lab's fi_pingpong, the virtio
+// network ones (NetModules), taken from the same package. Debian's cloud
 // kernel has all of that built in, boots in about a second under TCG and is
 // one small package, so Fetch takes it from the host's Debian mirror with
 // apt and unpacks it into a cache without installing anything on the host.
@@ -69,9 +70,26 @@ var VFIOModules = []string{
 	"kernel/drivers/vfio/pci/vfio-pci.ko",
 }
 
+// NetModules are the modules, in dependency order, that give a guest a
+// virtio-net interface: the lab's fi_pingpong exchanges its addresses over
+// a TCP socket of its own before it uses the device, so its guests need an
+// IP network besides the dimmnet device (Debian's cloud kernel builds
+// virtio as modules).
+var NetModules = []string{
+	"kernel/drivers/virtio/virtio_ring.ko",
+	"kernel/drivers/virtio/virtio.ko",
+	"kernel/drivers/virtio/virtio_pci_modern_dev.ko",
+	"kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
+	"kernel/drivers/virtio/virtio_pci.ko",
+	"kernel/net/core/failover.ko",
+	"kernel/drivers/net/net_failover.ko",
+	"kernel/drivers/net/virtio_net.ko",
+}
+
 // ErrNoModules is returned (wrapped, naming the first missing file) by
-// VFIOModuleFiles when the kernel's package lacks a module of VFIOModules.
-var ErrNoModules = errors.New("kernel: VFIO modules not found")
+// VFIOModuleFiles and ModuleFiles when the kernel's package lacks a module
+// asked for.
+var ErrNoModules = errors.New("kernel: modules not found")
 
 // VFIOModuleFiles returns the host paths of VFIOModules for k, found in
 // lib/modules/<version> of the package k was unpacked from (the image in
@@ -79,12 +97,19 @@ var ErrNoModules = errors.New("kernel: VFIO modules not found")
 // own). A kernel with VFIO built in needs none; one without modules
 // beside it gets ErrNoModules, and its guests the sysfs attach.
 func (k Kernel) VFIOModuleFiles() ([]string, error) {
+	return k.ModuleFiles(VFIOModules)
+}
+
+// ModuleFiles returns the host paths of mods (paths relative to
+// lib/modules/<version>, as VFIOModules and NetModules are) for k, in the
+// same order, or ErrNoModules naming the first one missing.
+func (k Kernel) ModuleFiles(mods []string) ([]string, error) {
 	if k.Version == "" {
 		return nil, fmt.Errorf("%w: version of %s unknown", ErrNoModules, k.Path)
 	}
 	dir := filepath.Join(filepath.Dir(k.Path), "..", "lib", "modules", k.Version)
 	var files []string
-	for _, m := range VFIOModules {
+	for _, m := range mods {
 		p := filepath.Clean(filepath.Join(dir, m))
 		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("%w: no %s", ErrNoModules, p)

@@ -198,9 +198,10 @@ func TestFetch(t *testing.T) {
 	}
 }
 
-// The VFIO modules are found beside an unpacked package's image, in order;
-// a package missing one says which.
-func TestVFIOModuleFiles(t *testing.T) {
+// unpackedKernel is a kernel image as an unpacked package holds it (no
+// modules yet), and the package's root.
+func unpackedKernel(t *testing.T) (string, Kernel) {
+	t.Helper()
 	root := t.TempDir()
 	img := filepath.Join(root, "boot", "vmlinuz-6.1.0-test")
 	os.MkdirAll(filepath.Dir(img), 0o755)
@@ -209,6 +210,13 @@ func TestVFIOModuleFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, k
+}
+
+// The VFIO modules are found beside an unpacked package's image, in order;
+// a package missing one says which.
+func TestVFIOModuleFiles(t *testing.T) {
+	root, k := unpackedKernel(t)
 	if _, err := k.VFIOModuleFiles(); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "irqbypass.ko") {
 		t.Fatalf("no modules: %v", err)
 	}
@@ -224,6 +232,29 @@ func TestVFIOModuleFiles(t *testing.T) {
 	for i, f := range files {
 		if !strings.HasSuffix(f, VFIOModules[i]) {
 			t.Fatalf("module %d is %s, want %s", i, f, VFIOModules[i])
+		}
+	}
+}
+
+// The network modules come in the order given, and a package without them
+// names the first one missing (the lab then says fi_pingpong cannot run).
+func TestNetModuleFiles(t *testing.T) {
+	root, k := unpackedKernel(t)
+	if _, err := k.ModuleFiles(NetModules); !errors.Is(err, ErrNoModules) || !strings.Contains(err.Error(), "virtio_ring.ko") {
+		t.Fatalf("no modules: %v", err)
+	}
+	for _, m := range NetModules {
+		p := filepath.Join(root, "lib", "modules", "6.1.0-test", m)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("module"), 0o644)
+	}
+	files, err := k.ModuleFiles(NetModules)
+	if err != nil || len(files) != len(NetModules) {
+		t.Fatalf("%v %v", files, err)
+	}
+	for i, f := range files {
+		if !strings.HasSuffix(f, NetModules[i]) {
+			t.Fatalf("module %d is %s, want %s", i, f, NetModules[i])
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package lab is the guest lab dimmnet lab runs: it fetches a kernel,
 // builds an initramfs with the dimmnet binary as /init, starts the daemons
-// and two QEMU guests on them, and runs the ping-pong (or a shell) between
-// the guests. The CLI only parses flags into Options.
+// and two QEMU guests on them, and runs the ping-pong, libfabric's own
+// fi_pingpong over the project's provider, or a shell between the guests.
+// The CLI only parses flags into Options.
 package lab
 
 import (
@@ -33,7 +34,7 @@ import (
 
 // Options is what the command line asks of Run.
 type Options struct {
-	What     string        // pingpong or shell
+	What     string        // pingpong, fi_pingpong or shell
 	Dir      string        // --dir
 	Kpath    string        // --kernel
 	MaxSize  int           // --max
@@ -49,6 +50,7 @@ type Options struct {
 	KeyFile  string        // --key
 	Storm    bool          // --doorbell-storm
 	Attach   string        // --attach
+	Provider string        // --provider: a built libdimmnet-fi.so ("" builds one)
 }
 
 // Run is the host side of the guest lab: a daemon with two linked
@@ -100,8 +102,34 @@ func Run(o Options) error {
 	if err != nil {
 		progress("guests will attach through sysfs: %v", err)
 	}
+	fi := o.What == "fi_pingpong"
+	if fi {
+		// fi_pingpong, the provider it loads, their libraries and the
+		// network modules of the control link fi_pingpong's socket needs.
+		files, err := labFiFiles(k, workDir, o.Provider, progress)
+		if err != nil {
+			return err
+		}
+		if modules == nil {
+			modules = map[string]string{}
+		}
+		maps.Copy(modules, files)
+	}
 	if err := labInitramfs(initrd, workDir, modules, progress); err != nil {
 		return err
+	}
+	if fi {
+		if st, err := os.Stat(initrd); err == nil {
+			progress("initramfs with fi_pingpong and its closure: %.1f MiB", float64(st.Size())/(1<<20))
+		}
+		// The kernel holds the compressed archive and its unpacked
+		// files (about 43 MiB with the closure) at once: in 128 MiB the
+		// unpacking fails with a write error and /usr/bin/fi_pingpong's
+		// loader is missing.
+		if o.Mem < fiMinMem {
+			progress("guest memory %d MiB -> %d MiB: the initramfs with fi_pingpong's closure does not unpack in less", o.Mem, fiMinMem)
+			o.Mem = fiMinMem
+		}
 	}
 
 	// The daemons: this program, as children that die with us. One with
@@ -226,6 +254,12 @@ func Run(o Options) error {
 		// about QEMU's timer, and cloud images skip it too.
 		common += " intel_iommu=on no_timer_check"
 	}
+	var ctlPorts [2]int
+	if fi {
+		if ctlPorts, err = labFreeUDPPorts(); err != nil {
+			return err
+		}
+	}
 	guestArgs := func(i int) []string {
 		a := []string{
 			"-chardev", fmt.Sprintf("socket,path=%s,id=dn", nodeSock(i)),
@@ -236,6 +270,12 @@ func Run(o Options) error {
 		if o.Attach == "vfio" {
 			a = append(a, "-chardev", "socket,path="+rawSock+",id=rawirq",
 				"-device", "ivshmem-doorbell,chardev=rawirq,vectors=1")
+		}
+		if fi {
+			// fi_pingpong's control socket: a virtio-net link between the
+			// two guests, its frames carried in UDP datagrams on loopback.
+			a = append(a, "-netdev", fmt.Sprintf("socket,id=ctl,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", ctlPorts[1-i], ctlPorts[i]),
+				"-device", fmt.Sprintf("virtio-net-pci,netdev=ctl,mac=52:54:00:77:00:%02x", i+1))
 		}
 		return a
 	}
@@ -256,6 +296,7 @@ func Run(o Options) error {
 		irqs    int
 		rings   string // Doorbell stores of a storming guest, and for how long
 		panic   string // the kernel's panic line, if it panicked
+		fi      []string
 	}
 	guests := make([]*guest, 2)
 	start := time.Now()
@@ -297,13 +338,15 @@ func Run(o Options) error {
 				g.ver, _ = strconv.Atoi(strings.TrimPrefix(l, MarkVerified+" "))
 			case strings.HasPrefix(l, MarkDone+" "):
 				g.done = strings.TrimPrefix(l, MarkDone+" ")
+			case strings.HasPrefix(l, MarkFi+" "):
+				g.fi = append(g.fi, strings.TrimPrefix(l, MarkFi+" "))
 			}
 		}
 		g.vm, err = vmqemu.StartContext(ctx, vmqemu.ArchAMD64,
 			vmqemu.WithQEMUCommand(qcmd),
 			vmqemu.WithKernel(k.Path),
 			vmqemu.WithInitramfs(initrd),
-			vmqemu.WithAppendKernel(common, fmt.Sprintf("dimmnet.run=pingpong dimmnet.role=%s dimmnet.peer=%d", role, 1-i)),
+			vmqemu.WithAppendKernel(common, fmt.Sprintf("dimmnet.run=%s dimmnet.role=%s dimmnet.peer=%d", map[bool]string{false: "pingpong", true: "fipingpong"}[fi], role, 1-i)),
 			vmqemu.WithQEMUArgs(guestArgs(i)...),
 			vmqemu.WithSerialOutput(g.log),
 			vmqemu.LogSerialByLine(line),
@@ -350,6 +393,10 @@ func Run(o Options) error {
 			return fmt.Errorf("guest %d died: %v (console log %s); the other was stopped", first, werr[first], g.log.Name())
 		}
 		return fmt.Errorf("guest %d did not finish: %q (console log %s); the other was stopped", first, g.done, g.log.Name())
+	}
+	if fi {
+		return labFiReport(o, guests[0].fi, guests[1].fi, [2]string{attachKind(guests[0].attach), attachKind(guests[1].attach)},
+			time.Since(start), workDir, progress)
 	}
 	res := append(guests[0].results, hostRaw...)
 	var raws, devs []pingpong.Result

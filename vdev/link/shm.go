@@ -70,7 +70,7 @@ type shmPort struct {
 	peers    atomic.Pointer[map[uint16]*shmPeer] // copy on write: Send and Recv read without a lock
 	list     atomic.Pointer[[]*shmPeer]          // the same, for Recv's round robin
 	last     atomic.Pointer[shmPeer]             // the peer Send found last, while not gone
-	failed   map[uint16]time.Time                // last failed dial per node
+	failed   map[uint16]dialFailure              // last failed dial per node
 	dead     []*shmPeer                          // unmapped at Close: the engine may still hold them
 	rxOnly   []*shmPeer                          // connections that lost a dialling race: read, not written
 	notify   atomic.Pointer[func()]              // wakes a sleeping engine
@@ -96,7 +96,7 @@ func ListenShm(dir string, node uint16, mtu int) (Port, error) {
 	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("link: shm: %w", err)
 	}
-	p := &shmPort{dir: dir, node: node, mac: wire.NodeMAC(node), mtu: mtu, lockFD: -1, failed: map[uint16]time.Time{}}
+	p := &shmPort{dir: dir, node: node, mac: wire.NodeMAC(node), mtu: mtu, lockFD: -1, failed: map[uint16]dialFailure{}}
 	p.slots = 2
 	for p.slots < 1024 && p.slots*mtu < shmRingBytes {
 		p.slots *= 2
@@ -216,14 +216,40 @@ func (p *shmPort) accept() {
 	}
 }
 
-// dial meets node n, if a process holds it and it was not tried just now.
+// dialFailure is a dial that failed: when, and the node's socket then
+// (its inode, 0 for none).
+type dialFailure struct {
+	at   time.Time
+	sock uint64
+}
+
+// sockIno is the inode of node n's socket, 0 if there is none: a process
+// that claims the node binds a new one.
+func (p *shmPort) sockIno(n uint16) uint64 {
+	var st unix.Stat_t
+	if unix.Stat(p.sockPath(n), &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// dial meets node n, if a process holds it and it was not tried just now
+// with the same socket there. A node that came back within shmRetryDial
+// (a peer restarted, a libfabric endpoint closed and opened again) is met
+// at once: its new process dials us as it starts, but our side of that
+// meeting runs on the accept goroutine, and a frame sent before that
+// goroutine ran failed as if the node were still gone (seen under load in
+// driver/ofi's faults test, once in about a hundred runs).
 func (p *shmPort) dial(n uint16) {
 	p.mu.Lock()
-	if t, ok := p.failed[n]; ok && time.Since(t) < shmRetryDial {
+	if f, ok := p.failed[n]; ok && time.Since(f.at) < shmRetryDial {
 		p.mu.Unlock()
-		return
+		if p.sockIno(n) == f.sock {
+			return
+		}
+	} else {
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p.sockPath(n), Net: "unix"})
 	if err == nil {
 		if err = p.handshake(c, true); err != nil {
@@ -232,8 +258,9 @@ func (p *shmPort) dial(n uint16) {
 	}
 	if err != nil {
 		p.logf("dial node %d: %v", n, err)
+		ino := p.sockIno(n)
 		p.mu.Lock()
-		p.failed[n] = time.Now()
+		p.failed[n] = dialFailure{time.Now(), ino}
 		p.mu.Unlock()
 	}
 }

@@ -142,6 +142,44 @@ func TestShmPeerDown(t *testing.T) {
 	}
 }
 
+// A node that comes back (its process restarted, or a libfabric endpoint
+// closed and opened again) is reachable at once: the send right after the
+// new port's ListenShm returns reaches it, though the failed dial to the
+// old one was just now and our side of the new one's meeting runs on our
+// accept goroutine, which may not have run yet.
+func TestShmNodeBackAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ListenShm(dir, 1, 1514)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for round := range 20 {
+		b, err := ListenShm(dir, 2, 1514)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Send(frameTo(a, wire.NodeMAC(2), "hello")); err != nil {
+			t.Fatalf("round %d: send to the node come back: %v", round, err)
+		}
+		if f := recvWithin(t, b); !bytes.HasSuffix(f, []byte("hello")) {
+			t.Fatalf("round %d: %q", round, f)
+		}
+		b.Close()
+		// a learns of the departure, and its next send dials the
+		// socket that is gone: a failed dial, remembered
+		for end := time.Now().Add(5 * time.Second); ; {
+			if err := a.Send(frameTo(a, wire.NodeMAC(2), "into the void")); errors.Is(err, ErrPeerDown) {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("round %d: node 2's departure never seen", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // A parked port is woken by its peer's signal; an unparked one is not
 // signalled at all.
 func TestShmWakesParkedPort(t *testing.T) {

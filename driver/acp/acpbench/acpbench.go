@@ -6,13 +6,10 @@
 package acpbench
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -71,8 +68,8 @@ func (o *Options) defaults() {
 	}
 }
 
-// ErrRankFailed reports a launched rank that failed.
-var ErrRankFailed = errors.New("acpbench: a rank failed")
+// ErrRankFailed reports a launched rank that failed (ranks.RunLocal's).
+var ErrRankFailed = ranks.ErrRankFailed
 
 const (
 	envChild = "ACPBENCH_CHILD" // set in the ranks Run launches itself
@@ -107,7 +104,7 @@ func Run(o Options, log io.Writer) ([]Record, error) {
 	if o.NoPeers {
 		return recs, nil
 	}
-	fmt.Fprintf(log, "acp-bench: OpenSHMEM and MPI one-sided (osc pt2pt), shared memory and TCP\n")
+	fmt.Fprintf(log, "acp-bench: OpenSHMEM and MPI one-sided (osc pt2pt), shared memory, TCP and dimmnet (mtl ofi)\n")
 	peers, err := RunPeers(o.Iters)
 	if err != nil {
 		fmt.Fprintf(log, "acp-bench: Open MPI peers incomplete: %v\n", err)
@@ -116,41 +113,14 @@ func Run(o Options, log io.Writer) ([]Record, error) {
 }
 
 func launch(o Options) ([]Record, error) {
-	dir, err := os.MkdirTemp("", "acp-bench-")
+	out, err := ranks.RunLocal(ranks.LocalJob{Role: roleRank, NP: nRanks, Link: o.Link, NSPrefix: "dimmnet-acpbench-", ChildEnv: envChild, Stderr: os.Stderr,
+		Args: func(shm, peers string) []string {
+			return []string{shm, peers, o.Link, strconv.Itoa(o.Iters), strconv.Itoa(o.Procs)}
+		}})
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-acpbench-", nRanks)
-	if err != nil {
-		return nil, err
-	}
-	if seg != nil {
-		defer seg.Close()
-	}
-	cmds := make([]*exec.Cmd, nRanks)
-	var out0 bytes.Buffer
-	for r := range nRanks {
-		c, err := subproc.Command(roleRank, dir+"/shm", peers, o.Link, strconv.Itoa(o.Iters), strconv.Itoa(o.Procs))
-		if err != nil {
-			return nil, err
-		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(nRanks), "MPI_LOCALNRANKS="+strconv.Itoa(nRanks), envChild+"=1")
-		if r == 0 {
-			c.Stdout = &out0
-		}
-		c.Stderr = os.Stderr
-		cmds[r] = c
-	}
-	if err := ranks.StartRanks(seg, cmds); err != nil {
-		return nil, err
-	}
-	for r, e := range subproc.WaitAll(cmds, 0, nil) {
-		if e != nil {
-			return nil, fmt.Errorf("rank %d: %v: %w", r, e, ErrRankFailed)
-		}
-	}
-	return subproc.Records[Record](out0.Bytes())
+	return subproc.Records[Record](out)
 }
 
 func childRank(args []string) error {

@@ -37,7 +37,7 @@ func ratio(a Record, aok bool, b Record, bok bool) string {
 // (below 1: we are faster), then the targets.
 func Print(w io.Writer, recs []Record, link string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "operation\tpath\tACP %s µs\toshmem shm\tratio\tosc pt2pt shm\tratio\tosc pt2pt tcp\tratio\toshmem tcp\tratio\n", link)
+	fmt.Fprintf(tw, "operation\tpath\tACP %s µs\toshmem shm\tratio\tosc pt2pt shm\tratio\tosc pt2pt tcp\tratio\toshmem tcp\tratio\tosc pt2pt ompi-dimmnet\tratio\n", link)
 	for _, op := range []string{"copy-out-8", "copy-in-8", "third-party-copy-8", "fetch-add-8", "cas-8", "copy-out-1M", "copy-in-1M"} {
 		for _, path := range []string{"device", "delegated"} {
 			a, ok := find(recs, op, path, link)
@@ -55,8 +55,9 @@ func Print(w io.Writer, recs []Record, link string) {
 			ms, msok := find(recs, peer, "mpi-osc-pt2pt", "shm")
 			mt, mtok := find(recs, peer, "mpi-osc-pt2pt", "tcp")
 			ot, otok := find(recs, peer, "oshmem", "tcp")
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op, path, cell(a, ok), cell(os, osok), ratio(a, ok, os, osok),
-				cell(ms, msok), ratio(a, ok, ms, msok), cell(mt, mtok), ratio(a, ok, mt, mtok), cell(ot, otok), ratio(a, ok, ot, otok))
+			md, mdok := find(recs, peer, "mpi-osc-pt2pt", "dimmnet")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op, path, cell(a, ok), cell(os, osok), ratio(a, ok, os, osok),
+				cell(ms, msok), ratio(a, ok, ms, msok), cell(mt, mtok), ratio(a, ok, mt, mtok), cell(ot, otok), ratio(a, ok, ot, otok), cell(md, mdok), ratio(a, ok, md, mdok))
 		}
 	}
 	tw.Flush()

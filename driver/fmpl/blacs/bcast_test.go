@@ -17,8 +17,6 @@ import (
 
 const bcastRole = "blacs-bcast-rank"
 
-func init() { subproc.Register(bcastRole, bcastMain) }
-
 // bcastMain is one process of a 2x2 grid: a strided matrix (packed in
 // pieces) and a contiguous one broadcast over the whole grid from (1,0),
 // each row's broadcast from its column 1 and each column's from its row 0;

@@ -16,9 +16,11 @@ import (
 
 const role = "blacs-test-rank"
 
-func init() { subproc.Register(role, rankMain) }
-
+// TestMain registers this package's rank processes (rankMain, bcastMain)
+// before it runs the one it was started as, if any.
 func TestMain(m *testing.M) {
+	subproc.Register(role, rankMain)
+	subproc.Register(bcastRole, bcastMain)
 	subproc.Main()
 	os.Exit(m.Run())
 }

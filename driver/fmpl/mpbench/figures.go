@@ -1,13 +1,11 @@
 package mpbench
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/driver/fmpl"
 	"github.com/dimmnet/dimmnet/driver/fmpl/blacs"
+	"github.com/dimmnet/dimmnet/driver/ompi"
 	"github.com/dimmnet/dimmnet/driver/ranks"
 	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/internal/subproc"
@@ -194,41 +193,13 @@ func init() { subproc.Register(roleFig, childFig) }
 
 // figProcesses launches p rank processes of this binary on o.Link.
 func figProcesses(o FigOptions, p int) ([]Fig, error) {
-	dir, err := os.MkdirTemp("", "mpbench-fig-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-mpfig-", p)
-	if err != nil {
-		return nil, err
-	}
-	if seg != nil {
-		defer seg.Close()
-	}
 	opts, _ := json.Marshal(o)
-	cmds := make([]*exec.Cmd, p)
-	var out0 bytes.Buffer
-	for r := range cmds {
-		c, err := subproc.Command(roleFig, dir+"/shm", peers, string(opts))
-		if err != nil {
-			return nil, err
-		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(p), "MPI_LOCALNRANKS="+strconv.Itoa(p), "MPBENCH_CHILD=1")
-		if r == 0 {
-			c.Stdout = &out0
-		}
-		cmds[r] = c
-	}
-	if err := ranks.StartRanks(seg, cmds); err != nil {
+	out, err := ranks.RunLocal(ranks.LocalJob{Role: roleFig, NP: p, Link: o.Link, NSPrefix: "dimmnet-mpfig-", ChildEnv: "MPBENCH_CHILD",
+		Args: func(shm, peers string) []string { return []string{shm, peers, string(opts)} }})
+	if err != nil {
 		return nil, err
 	}
-	for r, e := range subproc.WaitAll(cmds, 0, nil) {
-		if e != nil {
-			return nil, fmt.Errorf("figure rank %d: %v: %w", r, e, ErrRankFailed)
-		}
-	}
-	return subproc.Records[Fig](out0.Bytes())
+	return subproc.Records[Fig](out)
 }
 
 func childFig(args []string) error {
@@ -495,14 +466,14 @@ func figOMPI(o FigOptions, log io.Writer) ([]Fig, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	prog, err := BuildOMPI(dir)
+	prog, err := buildOMPI(dir)
 	if err != nil {
 		return nil, err
 	}
 	var all []Fig
 	for _, p := range o.Ranks {
 		fmt.Fprintf(log, "mpbench figures: Open MPI, %d ranks on vader (%d cores)\n", p, runtime.NumCPU())
-		out, err := MPIRun(prog, p, "self,vader", "figures", strconv.Itoa(o.MaxSize), strconv.Itoa(o.Scale), strconv.Itoa(o.maxRanks()))
+		out, err := runOMPI(prog, p, ompi.Vader, "figures", strconv.Itoa(o.MaxSize), strconv.Itoa(o.Scale), strconv.Itoa(o.maxRanks()))
 		if err != nil {
 			return all, err
 		}

@@ -7,14 +7,12 @@
 package mpbench
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 
@@ -28,7 +26,7 @@ import (
 // Record is one measurement, as --json prints it.
 type Record struct {
 	Lib      string  `json:"lib"`    // fmpl, raw (the device's PUSH alone), ompi
-	Medium   string  `json:"medium"` // shm, udp; Open MPI: vader, tcp
+	Medium   string  `json:"medium"` // shm, udp; Open MPI: vader, tcp, dimmnet
 	Test     string  `json:"test"`   // pingpong, table1_send, table2_inorder, barrier, bcast, reduce, stages_...
 	Buffer   string  `json:"buffer,omitempty"`
 	Size     int     `json:"size"`
@@ -69,8 +67,8 @@ const roleRank = "mpbench-rank"
 
 func init() { subproc.Register(roleRank, childRank) }
 
-// ErrRankFailed reports a launched rank that failed.
-var ErrRankFailed = errors.New("mpbench: a rank failed")
+// ErrRankFailed reports a launched rank that failed (ranks.RunLocal's).
+var ErrRankFailed = ranks.ErrRankFailed
 
 // Run measures and returns the records. Under a launcher (mpirun, srun)
 // this process is one rank and only rank 0 returns records; Open MPI is
@@ -97,8 +95,8 @@ func Run(o Options, log io.Writer) ([]Record, error) {
 		recs = append(recs, st...)
 	}
 	if !o.NoOMPI {
-		fmt.Fprintf(log, "mpbench: Open MPI, %d ranks, vader and tcp\n", o.NP)
-		om, err := RunOMPI(o.NP, o.MaxSize, o.Scale)
+		fmt.Fprintf(log, "mpbench: Open MPI, %d ranks, vader, tcp and dimmnet (mtl ofi)\n", o.NP)
+		om, err := RunOMPI(o.NP, o.MaxSize, o.Scale, log)
 		if err != nil {
 			fmt.Fprintf(log, "mpbench: Open MPI skipped: %v\n", err)
 		}
@@ -110,40 +108,14 @@ func Run(o Options, log io.Writer) ([]Record, error) {
 // launch starts np rank processes of this binary on one host and returns
 // rank 0's records.
 func launch(o Options, np int, what string) ([]Record, error) {
-	dir, err := os.MkdirTemp("", "mpbench-")
+	out, err := ranks.RunLocal(ranks.LocalJob{Role: roleRank, NP: np, Link: o.Link, NSPrefix: "dimmnet-mpbench-", ChildEnv: "MPBENCH_CHILD",
+		Args: func(shm, peers string) []string {
+			return []string{what, shm, peers, o.Link, strconv.Itoa(o.MaxSize), strconv.Itoa(o.Scale)}
+		}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer os.RemoveAll(dir)
-	peers, seg, err := ranks.LocalMedium(o.Link, dir, "dimmnet-mpbench-", np)
-	if err != nil {
-		return nil, err
-	}
-	if seg != nil {
-		defer seg.Close()
-	}
-	cmds := make([]*exec.Cmd, np)
-	var out0 bytes.Buffer
-	for r := 0; r < np; r++ {
-		c, err := subproc.Command(roleRank, what, dir+"/shm", peers, o.Link, strconv.Itoa(o.MaxSize), strconv.Itoa(o.Scale))
-		if err != nil {
-			return nil, err
-		}
-		c.Env = append(c.Env, "PMI_RANK="+strconv.Itoa(r), "PMI_SIZE="+strconv.Itoa(np), "MPI_LOCALNRANKS="+strconv.Itoa(np), "MPBENCH_CHILD=1")
-		if r == 0 {
-			c.Stdout = &out0
-		}
-		cmds[r] = c
-	}
-	if err := ranks.StartRanks(seg, cmds); err != nil {
-		return nil, err
-	}
-	for r, e := range subproc.WaitAll(cmds, 0, nil) {
-		if e != nil {
-			return nil, fmt.Errorf("%s rank %d: %v: %w", what, r, e, ErrRankFailed)
-		}
-	}
-	return subproc.Records[Record](out0.Bytes())
+	return subproc.Records[Record](out)
 }
 
 func childRank(args []string) error {

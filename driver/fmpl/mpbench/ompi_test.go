@@ -2,10 +2,13 @@ package mpbench
 
 import (
 	"errors"
+
 	"io"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/dimmnet/dimmnet/driver/ompi"
 )
 
 // Open MPI beside FMPL: 4 ranks under mpirun check bcast, reduce and
@@ -15,15 +18,16 @@ func TestOMPICollectivesByContent(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not installed (Debian: openmpi-bin, libopenmpi-dev; .ci/run installs them)")
 	}
-	prog, err := BuildOMPI(t.TempDir())
+	prog, err := buildOMPI(t.TempDir())
 	if errors.Is(err, ErrNoMPI) {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, btl := range []string{"self,vader", "self,tcp"} {
-		out, err := MPIRun(prog, 4, btl, "check")
+	for _, tr := range []ompi.Transport{ompi.Vader, ompi.TCP} {
+		btl := tr.Name
+		out, err := runOMPI(prog, 4, tr, "check")
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", btl, err, out)
 		}

@@ -42,7 +42,7 @@ func bw(r *Record) string {
 // ratios; Tables 1 and 2; collectives; stage counts.
 func Print(out io.Writer, recs []Record, medium string) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "size\traw µs\tfmpl µs\tfmpl/raw\tfmpl host µs\tompi vader µs\tompi tcp µs\tfmpl/vader\traw MB/s\tfmpl MB/s\tfmpl/raw MB/s\thost MB/s\thost/link\tvader MB/s\t\n")
+	fmt.Fprintf(tw, "size\traw µs\tfmpl µs\tfmpl/raw\tfmpl host µs\tompi vader µs\tompi tcp µs\tompi-dimmnet µs\tfmpl/vader\tompi-dimmnet/fmpl\traw MB/s\tfmpl MB/s\tfmpl/raw MB/s\thost MB/s\thost/link\tvader MB/s\tompi-dimmnet MB/s\t\n")
 	for i := range recs {
 		r := &recs[i]
 		if r.Lib != "raw" || r.Test != "pingpong" {
@@ -52,6 +52,7 @@ func Print(out io.Writer, recs []Record, medium string) {
 		h := find(recs, "fmpl", medium, "pingpong", "host", r.Size, 2)
 		v := find(recs, "ompi", "vader", "pingpong", "", r.Size, 2)
 		t := find(recs, "ompi", "tcp", "pingpong", "", r.Size, 2)
+		d := find(recs, "ompi", "dimmnet", "pingpong", "", r.Size, 2)
 		bwr := "-"
 		if f != nil && r.MBps > 0 {
 			bwr = fmt.Sprintf("%.2f", f.MBps/r.MBps)
@@ -60,7 +61,7 @@ func Print(out io.Writer, recs []Record, medium string) {
 		if f != nil && h != nil && f.MBps > 0 {
 			hr = fmt.Sprintf("%.2f", h.MBps/f.MBps)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Size, val(r), val(f), ratio(f, r), val(h), val(v), val(t), ratio(f, v), bw(r), bw(f), bwr, bw(h), hr, bw(v))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Size, val(r), val(f), ratio(f, r), val(h), val(v), val(t), val(d), ratio(f, v), ratio(d, f), bw(r), bw(f), bwr, bw(h), hr, bw(v), bw(d))
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\nTable 1, one 8-byte send and recv (µs, medians; paper: send 0.5 / 5.0 / 8.1, recv 0.5 / 6.1 / 5.6)\n")
@@ -76,7 +77,7 @@ func Print(out io.Writer, recs []Record, medium string) {
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "lib\torder\tgap@600\tgap@1\tgap600/gap1\tlatency\tlatency/blocking 8B\t\n")
 	blocking := find(recs, "fmpl", medium, "pingpong", "link", 8, 2)
-	for _, lib := range []struct{ lib, med string }{{"fmpl", medium}, {"ompi", "vader"}, {"ompi", "tcp"}} {
+	for _, lib := range []struct{ lib, med string }{{"fmpl", medium}, {"ompi", "vader"}, {"ompi", "tcp"}, {"ompi", "dimmnet"}} {
 		for _, o := range []string{"inorder", "reverse"} {
 			r := find(recs, lib.lib, lib.med, "table2_"+o, "", 4, 2)
 			if r == nil {
@@ -99,14 +100,15 @@ func Print(out io.Writer, recs []Record, medium string) {
 	tw.Flush()
 	fmt.Fprintf(out, "\nCollectives, µs per operation (roots rotating), fmpl over %s beside Open MPI\n", medium)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "op\tsize\tp\tfmpl\tvader\ttcp\tfmpl/vader\tfmpl/tcp\t\n")
+	fmt.Fprintf(tw, "op\tsize\tp\tfmpl\tvader\ttcp\tompi-dimmnet\tfmpl/vader\tfmpl/tcp\tompi-dimmnet/fmpl\t\n")
 	for i := range recs {
 		r := &recs[i]
 		if r.Lib != "fmpl" || r.Medium != medium || (r.Test != "barrier" && r.Test != "bcast" && r.Test != "reduce") {
 			continue
 		}
 		v, t := find(recs, "ompi", "vader", r.Test, "", r.Size, r.P), find(recs, "ompi", "tcp", r.Test, "", r.Size, r.P)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Test, r.Size, r.P, val(r), val(v), val(t), ratio(r, v), ratio(r, t))
+		d := find(recs, "ompi", "dimmnet", r.Test, "", r.Size, r.P)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Test, r.Size, r.P, val(r), val(v), val(t), val(d), ratio(r, v), ratio(r, t), ratio(d, r))
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\nStages counted (rounds up/down per phase) against ceil(log2 p)\n")

@@ -79,7 +79,7 @@ static struct fi_cq_err_entry wait_err(struct fid_cq *cq, struct fid_cq *other)
 	FAIL("no error entry within 30 s");
 }
 
-static struct fi_cq_tagged_entry wait_comp(struct fid_cq *cq, struct fid_cq *other)
+static struct fi_cq_tagged_entry wait_comp(struct fid_cq *cq, struct fid_cq *other, const char *what)
 {
 	struct fi_cq_tagged_entry e;
 	time_t end = time(NULL) + 30;
@@ -90,12 +90,12 @@ static struct fi_cq_tagged_entry wait_comp(struct fid_cq *cq, struct fid_cq *oth
 		if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry err = {0};
 			fi_cq_readerr(cq, &err, 0);
-			FAIL("error entry %d (%s) where a completion was due", err.err, fi_strerror(err.err));
+			FAIL("%s: error entry %d (%s) where a completion was due", what, err.err, fi_strerror(err.err));
 		}
 		if (other)
 			fi_cq_read(other, &e, 0);
 	}
-	FAIL("no completion within 30 s");
+	FAIL("%s: no completion within 30 s", what);
 }
 
 static int count_dir(const char *path)
@@ -174,9 +174,26 @@ int main(int argc, char **argv)
 	for (int i = 0; i < (int)sizeof small; i++)
 		if (small[i] != (char)i)
 			FAIL("truncated receive byte %d: %d", i, small[i]);
-	struct fi_cq_tagged_entry c = wait_comp(a.cq, b.cq);
+	struct fi_cq_tagged_entry c = wait_comp(a.cq, b.cq, "the truncated send");
 	if (c.op_context != &ctx4)
 		FAIL("send completion ctx %p", c.op_context);
+
+	/* fi_cq_sread with timeout -1 blocks until the completion comes
+	 * (fabtests' cq_data and rdm_tagged_peek wait so), not -FI_EAGAIN: a
+	 * 64 KiB message goes by rendezvous, so the receive completes only
+	 * after the PULL that the read's first look at the device starts */
+	static char big[64 << 10], bigin[64 << 10];
+	for (int i = 0; i < (int)sizeof big; i++)
+		big[i] = (char)(i * 7);
+	int ctx10, ctx11;
+	OK(fi_trecv(b.ep, bigin, sizeof bigin, NULL, FI_ADDR_UNSPEC, 11, 0, &ctx10));
+	OK(fi_tsend(a.ep, big, sizeof big, NULL, ab, 11, &ctx11));
+	ssize_t sn = fi_cq_sread(b.cq, &c, 1, NULL, -1);
+	if (sn != 1 || c.op_context != &ctx10 || c.len != sizeof big || memcmp(big, bigin, sizeof big))
+		FAIL("fi_cq_sread(-1): %zd (%s), ctx %p, len %zu", sn, sn < 0 ? fi_strerror((int)-sn) : "", c.op_context, c.len);
+	c = wait_comp(a.cq, b.cq, "the rendezvous send read by sread");
+	if (c.op_context != &ctx11)
+		FAIL("sread's send completion ctx %p", c.op_context);
 
 	/* fi_cancel: the receive completes with FI_ECANCELED */
 	int ctx5;
@@ -211,7 +228,7 @@ int main(int argc, char **argv)
 	memset(small, 0, sizeof small);
 	OK(fi_trecv(b.ep, small, sizeof small, NULL, FI_ADDR_UNSPEC, 3, 0, &ctx8));
 	OK(fi_tsend(a.ep, "after a death", 14, NULL, ab, 3, &ctx9));
-	c = wait_comp(b.cq, a.cq);
+	c = wait_comp(b.cq, a.cq, "the message to the new peer");
 	if (c.op_context != &ctx8 || c.len != 14 || strcmp(small, "after a death"))
 		FAIL("message to the new peer: ctx %p len %zu \"%s\"", c.op_context, c.len, small);
 	close_side(&b);

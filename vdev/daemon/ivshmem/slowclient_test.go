@@ -211,7 +211,7 @@ func openFDs(t *testing.T) int {
 // open: the eventfds queued messages shared are closed with the last of them.
 func TestNoFDLeft(t *testing.T) {
 	t.Run("warm-up", func(t *testing.T) { joinAndLeave(t, listen(t, 0)) }) // the runtime's own fds (epoll) open once
-	before := openFDs(t)
+	before := settledFDs(t)
 	t.Run("server", func(t *testing.T) {
 		s := listen(t, 100*time.Millisecond)
 		dial(t, s) // never reads
@@ -226,7 +226,30 @@ func TestNoFDLeft(t *testing.T) {
 			joinAndLeave(t, s)
 		}
 	})
-	if after := openFDs(t); after != before {
+	// The server closes a departed client's descriptors on goroutines of
+	// its own: give them a moment; a leak never comes down.
+	after := openFDs(t)
+	for end := time.Now().Add(5 * time.Second); after > before && time.Now().Before(end); after = openFDs(t) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after > before {
 		t.Fatalf("%d fds open before, %d after", before, after)
 	}
+}
+
+// settledFDs counts this process's open descriptors once the count has
+// held for a while: the warm-up's last client may still be closing (at
+// load 9 one of its descriptors was counted open before and not after).
+func settledFDs(t *testing.T) int {
+	t.Helper()
+	n, same := openFDs(t), 0
+	for end := time.Now().Add(5 * time.Second); same < 5 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		if m := openFDs(t); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
 }
