@@ -57,6 +57,15 @@ const (
 	sleepMs   = 10
 	staleNs   = 2_000_000_000 // ALIVE older than this while we wait: the device is gone
 	yieldMod  = 16
+	// blockSliceNs bounds one WaitFrame: what another goroutine's pass
+	// completed, and the device's timed work (retransmission timers),
+	// wait at most this long for a thread blocked on the port.
+	blockSliceNs = 1_000_000
+	// blockNs is how long WaitTail blocks on a port before it sleeps on
+	// the interrupt instead (giving the device back to its engine): a
+	// blocked thread holds no core, so this need not follow the learned
+	// spin budget, only keep a long-idle wait from waking every slice.
+	blockNs = 100_000_000
 )
 
 // Driver drives one device.
@@ -77,11 +86,22 @@ type Driver struct {
 	rings     []*Ring // for Flush
 	aliveSeen uint64  // last ALIVE value read, and when (our clock)
 	aliveAt   int64
-	spinFixed int64      // >= 0: DIMMNET_SPIN_NS's fixed budget
-	osYield   bool       // sched_yield while spinning (engine in another process)
-	run       Runner     // the device runs in this process: our thread runs it (nil: its engine does)
-	runPost   postRunner // run's send-only pass after a post, if it has one
+	spinFixed int64       // >= 0: DIMMNET_SPIN_NS's fixed budget
+	osYield   bool        // sched_yield while spinning (engine in another process)
+	run       Runner      // the device runs in this process: our thread runs it (nil: its engine does)
+	runPost   postRunner  // run's send-only pass after a post, if it has one
+	frames    frameWaiter // run's blocking wait for a frame, if its port has one
 }
+
+// frameWaiter is a Runner whose driver can block on its port for the
+// next frame (vdev's Device.WaitFrame over UDP, AF_PACKET or TAP): a
+// wait then sleeps in the kernel and the frame wakes it, instead of
+// spinning passes that lose the core on a loaded host. false: it could
+// not block, poll instead.
+type frameWaiter interface{ WaitFrame(timeoutNs int64) bool }
+
+// portBlocks reports whether the device's port can be blocked on.
+type portBlocker interface{ BlocksOnPort() bool }
 
 // postRunner is a Runner with a send-only pass for right after a post
 // (vdev's Device.PollPost): a burst of posts then does not also receive
@@ -122,6 +142,9 @@ func Open(t Attachment) (*Driver, error) {
 			d.run, _ = lt.dev.(Runner)
 			if d.run != nil {
 				d.runPost, _ = lt.dev.(postRunner)
+				if pb, ok := lt.dev.(portBlocker); ok && pb.BlocksOnPort() {
+					d.frames, _ = lt.dev.(frameWaiter)
+				}
 			}
 		}
 		// Peers in other processes of this host (the shared-memory link)
@@ -393,8 +416,20 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	d.stats.Waits++
 	slept := false
 	for i := 1; ; i++ {
+		blocked := false
 		if d.run != nil {
-			d.run.Poll()
+			// The first look polls: what came meanwhile is taken without
+			// a system call more. Then a port that can be blocked on is.
+			if d.frames != nil && i > 1 {
+				slice := int64(blockSliceNs)
+				if timeoutNs > 0 {
+					slice = max(min(slice, start+timeoutNs-monotime.Now()), 0)
+				}
+				blocked = d.frames.WaitFrame(slice)
+			}
+			if !blocked {
+				d.run.Poll()
+			}
 		}
 		if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
 			d.learnWait(monotime.Now() - start)
@@ -402,6 +437,24 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 				d.stats.Spun++
 			}
 			return t, nil
+		}
+		if blocked {
+			now := monotime.Now()
+			if timeoutNs > 0 && now-start > timeoutNs {
+				return 0, ErrTimeout
+			}
+			budget := int64(blockNs)
+			if d.spinFixed >= 0 {
+				budget = d.spinFixed
+			}
+			if now-start < budget {
+				continue
+			}
+			slept = true
+			if err := d.sleep(); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		if d.osYield && (d.run == nil || i > yieldMod) {
 			// Every look: the device's engine is a third process on the

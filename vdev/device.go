@@ -111,6 +111,7 @@ type Device struct {
 	inPlace link.InPlaceReceiver // the port lends received payloads where they lie; nil: Recv copies
 	backlog link.Backlogger      // the port queues frames to send later; nil: sent when Send returns
 	parker  link.Parker          // the port's peers signal it only while the engine sleeps
+	waiter  link.FrameWaiter     // a driver's thread can block on the port (WaitFrame)
 	peeker  link.Peeker          // the port tells whether a frame waits; nil: it cannot (never sleep on it)
 	// the port's own counters, mirrored into LINK_RX_DROPPED and LINK_TX_ERRORS (nil: it keeps none)
 	linkRxDropped, linkTxErrors func() uint64
@@ -295,6 +296,7 @@ func (d *Device) AttachPort(p link.Port) {
 	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
+	d.waiter = link.FrameWaiterOf(p)
 	d.peeker, _ = p.(link.Peeker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
 	d.peerSet = link.VouchesFor(p)

@@ -30,7 +30,7 @@ const watchNs = 1_000_000
 // no PollPost (the command leaves at once, without a doorbell). Outside
 // Drive, a pass that leaves work only the engine can do now wakes the
 // engine.
-func (d *Device) Poll() bool { return d.driverPass(false) }
+func (d *Device) Poll() bool { return d.driverPass(false, false) }
 
 // Drive says that the calling goroutine will Poll the device until
 // Drive(false): the engine leaves it alone and is not woken for it (no
@@ -115,11 +115,46 @@ const skipTimers = -1
 // status room, and the answers a full pass left owed (see sendUrgent).
 // Frames waiting at the port and packets waiting for a window to open
 // wait for a full pass.
-func (d *Device) PollPost() bool { return d.driverPass(true) }
+func (d *Device) PollPost() bool { return d.driverPass(true, false) }
+
+// BlocksOnPort reports whether WaitFrame can block: the port is a
+// link.FrameWaiter. A driver asks once, so a spin over another medium
+// pays nothing for it.
+func (d *Device) BlocksOnPort() bool { return d.waiter != nil }
+
+// WaitFrame is a driven device's wait for its next frame, for a port the
+// caller's thread can block on (link.FrameWaiter: UDP, AF_PACKET, TAP):
+// the thread sleeps in the kernel until a frame arrives or timeoutNs
+// passes, then runs a full pass (with the retransmission timers after a
+// timeout). A spinning driver's thread on a loaded host has used its
+// share of the core when the frame comes and waits for the scheduler;
+// one the frame wakes runs at once, as a blocking recvfrom does, and the
+// frame crosses one hand-off (kernel to this thread) instead of spinning
+// passes' system calls. It reports false, doing nothing, when it cannot
+// block: another port, a device nobody drives, another goroutine's pass
+// running it, or work a pass could do now (including an ACK owed, which
+// the next pass sends); the caller polls instead. Callers bound
+// timeoutNs (watchNs): statuses another goroutine's pass writes, and
+// timed work, are seen only when it ends.
+func (d *Device) WaitFrame(timeoutNs int64) bool {
+	if d.waiter == nil || d.driven.Load() == 0 || !d.running.CompareAndSwap(false, true) {
+		return false
+	}
+	idle := d.book.AcksOwed == 0 && d.holding == 0 && !d.urgent()
+	d.running.Store(false)
+	if !idle {
+		return false
+	}
+	arrived := d.waiter.WaitFrame(timeoutNs)
+	d.driverPass(false, !arrived)
+	return true
+}
 
 // driverPass is Poll (a full pass) and PollPost (sendOnly: the command
 // side only, and a wake-up only for what no arriving frame will start).
-func (d *Device) driverPass(sendOnly bool) bool {
+// timers makes a full pass look at the retransmission timers whatever
+// the pass count.
+func (d *Device) driverPass(sendOnly, timers bool) bool {
 	if !d.running.CompareAndSwap(false, true) {
 		// The engine holds the device. If it is falling asleep, the look
 		// it takes before sleeping may have missed what our caller just
@@ -141,7 +176,7 @@ func (d *Device) driverPass(sendOnly bool) bool {
 		busy = d.sendStep()
 	} else {
 		var now int64
-		if d.polls&timerPollMask != 0 && d.book.Resends == 0 {
+		if !timers && d.polls&timerPollMask != 0 && d.book.Resends == 0 {
 			now = skipTimers
 		}
 		busy = d.step(&now)

@@ -339,6 +339,29 @@ func (p *fdPort) readable() bool {
 	return errno != unix.EAGAIN
 }
 
+// WaitFrame blocks the calling thread in ppoll until the descriptor is
+// readable or timeoutNs passes (link.FrameWaiter). Close waits for it, so
+// callers bound timeoutNs (a millisecond).
+func (p *fdPort) WaitFrame(timeoutNs int64) bool {
+	if !p.acquire() {
+		return false
+	}
+	defer p.release()
+	ts := unix.NsecToTimespec(max(timeoutNs, 0))
+	pfd := [1]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	for {
+		// ppoll writes the time left back into ts: EINTR resumes the wait.
+		n, _, errno := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		return errno != 0 || n > 0
+	}
+}
+
+// WaitsFrames is true: a kernel descriptor can be blocked on.
+func (p *fdPort) WaitsFrames() bool { return true }
+
 // Pending reports whether a frame waits, for the engine's last look before
 // it sleeps. Seeing the descriptor empty re-arms the watcher.
 func (p *fdPort) Pending() bool {

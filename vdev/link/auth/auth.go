@@ -566,6 +566,18 @@ func (a *Port) Pending() bool {
 	return true
 }
 
+// WaitFrame is the wrapped port's (link.FrameWaiter); false at once over
+// a port that cannot block.
+func (a *Port) WaitFrame(timeoutNs int64) bool {
+	if w := link.FrameWaiterOf(a.inner); w != nil {
+		return w.WaitFrame(timeoutNs)
+	}
+	return false
+}
+
+// WaitsFrames is the wrapped port's.
+func (a *Port) WaitsFrames() bool { return link.FrameWaiterOf(a.inner) != nil }
+
 // Lossless is the wrapped port's.
 func (a *Port) Lossless() bool {
 	l, ok := a.inner.(interface{ Lossless() bool })

@@ -324,6 +324,18 @@ func (c *Port) Pending() bool {
 	return true
 }
 
+// WaitFrame is the wrapped port's (link.FrameWaiter); false at once over
+// a port that cannot block.
+func (c *Port) WaitFrame(timeoutNs int64) bool {
+	if w := link.FrameWaiterOf(c.inner); w != nil {
+		return w.WaitFrame(timeoutNs)
+	}
+	return false
+}
+
+// WaitsFrames is the wrapped port's.
+func (c *Port) WaitsFrames() bool { return link.FrameWaiterOf(c.inner) != nil }
+
 // NeedsCRC is the wrapped port's, or false when it does not say.
 func (c *Port) NeedsCRC() bool {
 	if r, ok := c.inner.(interface{ NeedsCRC() bool }); ok {

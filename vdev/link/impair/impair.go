@@ -262,6 +262,22 @@ func (p *Port) Pending() bool {
 	return true
 }
 
+// WaitFrame returns at once while a frame is held or delayed here (its
+// time comes without a wake-up from the descriptor), and is otherwise
+// the wrapped port's (link.FrameWaiter).
+func (p *Port) WaitFrame(timeoutNs int64) bool {
+	if p.waiting.Load() > 0 {
+		return true
+	}
+	if w := link.FrameWaiterOf(p.inner); w != nil {
+		return w.WaitFrame(timeoutNs)
+	}
+	return false
+}
+
+// WaitsFrames is the wrapped port's.
+func (p *Port) WaitsFrames() bool { return link.FrameWaiterOf(p.inner) != nil }
+
 // MTU is the wrapped port's.
 func (p *Port) MTU() int { return p.inner.MTU() }
 
