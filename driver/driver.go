@@ -418,9 +418,9 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	for i := 1; ; i++ {
 		blocked := false
 		if d.run != nil {
-			// The first look polls: what came meanwhile is taken without
-			// a system call more. Then a port that can be blocked on is.
-			if d.frames != nil && i > 1 {
+			// A port that can be blocked on is, from the first look: its
+			// wait returns at once for a frame already there.
+			if d.frames != nil {
 				slice := int64(blockSliceNs)
 				if timeoutNs > 0 {
 					slice = max(min(slice, start+timeoutNs-monotime.Now()), 0)

@@ -70,8 +70,11 @@ func (d *Device) Drive(on bool) {
 // a frame or a timer: a command posted, a frame arrived, packets or
 // statuses or responses waiting to go out. Timed work (ACKs owed,
 // retransmission timers) is the engine's watch. The caller runs the device.
-func (d *Device) urgent() bool {
-	return d.pending() || d.portReady() || d.sending > 0 || len(d.compQ) > 0 || d.respJobs > 0 ||
+func (d *Device) urgent() bool { return d.portReady() || d.urgentBesidesPort() }
+
+// urgentBesidesPort is urgent without the look at the port.
+func (d *Device) urgentBesidesPort() bool {
+	return d.pending() || d.sending > 0 || len(d.compQ) > 0 || d.respJobs > 0 ||
 		d.owed > 0 || d.book.Resends > 0 || d.fence != nil || d.gone.any.Load()
 }
 
@@ -140,7 +143,9 @@ func (d *Device) WaitFrame(timeoutNs int64) bool {
 	if d.waiter == nil || d.driven.Load() == 0 || !d.running.CompareAndSwap(false, true) {
 		return false
 	}
-	idle := d.book.AcksOwed == 0 && d.holding == 0 && !d.urgent()
+	// The port is not looked at: its WaitFrame returns at once for a frame
+	// waiting, which a look would cost a system call more to learn.
+	idle := d.book.AcksOwed == 0 && d.holding == 0 && !d.urgentBesidesPort()
 	d.running.Store(false)
 	if !idle {
 		return false

@@ -106,7 +106,7 @@ type FrameWaiter interface {
 	// WaitFrame blocks the calling thread until a frame (or an error
 	// Recv consumes) waits at the descriptor, or timeoutNs passes; it
 	// reports whether one waits. Frames the port already took from the
-	// descriptor (Pending) do not end it: look there first.
+	// descriptor and has not handed out yet end it at once too.
 	WaitFrame(timeoutNs int64) bool
 	// WaitsFrames says whether WaitFrame blocks: a wrapper has the
 	// method whatever it wraps, and says false over a port without it.

@@ -51,6 +51,7 @@ type rxRing struct {
 	names     [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
 	nameLen   uint32                       // recvfrom's source length
 	n, i      int                          // frames the last call brought, next one to hand out
+	left      atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
 	short     bool                         // the last call brought fewer than asked: the socket was empty then
 	streaming bool                         // frames keep coming: the next call is a recvmmsg
 }
@@ -209,6 +210,9 @@ func (p *fdPort) Recv() []byte {
 				p.Release(b)
 				continue
 			}
+			if r.i == r.n {
+				r.left.Store(false)
+			}
 			f := b[:n]
 			if p.forOther(f) {
 				p.dropped.Add(1)
@@ -271,6 +275,7 @@ func (p *fdPort) recvBatch() bool {
 		switch errno {
 		case 0:
 			r.n = int(got)
+			r.left.Store(r.n > 0)
 			r.short = r.streaming && r.n < rxBatch
 			if r.short || r.n == 0 {
 				p.sawEmpty()
@@ -343,6 +348,9 @@ func (p *fdPort) readable() bool {
 // readable or timeoutNs passes (link.FrameWaiter). Close waits for it, so
 // callers bound timeoutNs (a millisecond).
 func (p *fdPort) WaitFrame(timeoutNs int64) bool {
+	if p.rx.left.Load() {
+		return true // taken by the last batch, not handed out yet
+	}
 	if !p.acquire() {
 		return false
 	}
