@@ -422,8 +422,12 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 			// wait returns at once for a frame already there.
 			if d.frames != nil {
 				slice := int64(blockSliceNs)
-				if timeoutNs > 0 {
-					slice = max(min(slice, start+timeoutNs-monotime.Now()), 0)
+				if timeoutNs > 0 || d.spinFixed >= 0 {
+					end := start + d.blockBudget()
+					if timeoutNs > 0 {
+						end = min(end, start+timeoutNs)
+					}
+					slice = max(min(slice, end-monotime.Now()), 0)
 				}
 				blocked = d.frames.WaitFrame(slice)
 			}
@@ -443,11 +447,7 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 			if timeoutNs > 0 && now-start > timeoutNs {
 				return 0, ErrTimeout
 			}
-			budget := int64(blockNs)
-			if d.spinFixed >= 0 {
-				budget = d.spinFixed
-			}
-			if now-start < budget {
+			if now-start < d.blockBudget() {
 				continue
 			}
 			slept = true
@@ -484,6 +484,15 @@ func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// blockBudget is how long WaitTail blocks on the device's port before
+// it sleeps on the interrupt: blockNs, or DIMMNET_SPIN_NS's fixed budget.
+func (d *Driver) blockBudget() int64 {
+	if d.spinFixed >= 0 {
+		return d.spinFixed
+	}
+	return blockNs
 }
 
 // YieldsCore reports whether the driver gives its core to the OS at every

@@ -678,3 +678,65 @@ func BenchmarkRoundTripUDPRaw(b *testing.B) {
 		}
 	}
 }
+
+// A driver blocks on a UDP port for its next frame (link.FrameWaiter):
+// the wait ends for a datagram at the socket, and at once for frames a
+// batch took from the socket and has not handed out, which the socket no
+// longer shows; with nothing coming it ends by its timeout, and after
+// Close it does not block.
+func TestUDPWaitFrame(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	w := link.FrameWaiterOf(b)
+	if w == nil {
+		t.Fatal("a UDP port is no FrameWaiter")
+	}
+	if w.WaitFrame(int64(5 * time.Millisecond)) {
+		t.Fatal("WaitFrame reported a frame on an empty socket")
+	}
+	for i := range 3 {
+		sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte{byte(i)}))
+	}
+	if !w.WaitFrame(int64(5 * time.Second)) {
+		t.Fatal("WaitFrame ended without the frames sent")
+	}
+	time.Sleep(20 * time.Millisecond) // all three at the socket
+	// The first receive takes one frame (recvfrom), the second a batch of
+	// the other two (recvmmsg) and hands out one: the third stays in the
+	// port with the socket empty.
+	for i := range 2 {
+		f := b.Recv()
+		if f == nil || f[14] != byte(i) {
+			t.Fatalf("frame %d: got %x", i, f)
+		}
+		b.Release(f)
+	}
+	if !w.WaitFrame(int64(5 * time.Second)) {
+		t.Fatal("WaitFrame blocked on the socket while the port's batch held a frame")
+	}
+	f := b.Recv()
+	if f == nil || f[14] != 2 {
+		t.Fatalf("frame 2: got %x", f)
+	}
+	b.Release(f)
+	if w.WaitFrame(int64(5 * time.Millisecond)) {
+		t.Fatal("WaitFrame reported a frame after the three were received")
+	}
+	b.Close()
+	if w.WaitFrame(int64(time.Second)) {
+		t.Fatal("WaitFrame on a closed port reported a frame")
+	}
+}
+
+// A port without a descriptor (the hub) is no FrameWaiter: its driver
+// spins as before.
+func TestFrameWaiterOfHub(t *testing.T) {
+	hub := link.NewHub(1500, 16)
+	p, err := hub.Attach(wire.NodeMAC(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if link.FrameWaiterOf(p) != nil {
+		t.Fatal("a hub port claims to block on a descriptor")
+	}
+}
