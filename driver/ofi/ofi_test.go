@@ -260,6 +260,22 @@ func TestOpenMPIOverProvider(t *testing.T) {
 	}
 }
 
+// Two threads of one process under FI_THREAD_SAFE: one blocked in
+// fi_cq_sread(-1) on the receiver, the other sending to it, eager and
+// rendezvous (testdata/threads.c).
+func TestThreadSafeBlockingRead(t *testing.T) {
+	dir := provider(t)
+	bin := filepath.Join(t.TempDir(), "threads")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-o", bin, "testdata/threads.c", "-lfabric", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, size := range []string{"8", "65536"} {
+		if out := runCmd(t, env(t, dir), bin, size); !strings.Contains(out, "threads: ok "+size) {
+			t.Fatalf("threads %s:\n%s", size, out)
+		}
+	}
+}
+
 // TestFaultsAndLeaks runs testdata/faults.c against the provider: a send
 // to an address never inserted, a junk address, a peek that finds
 // nothing, a truncated receive, a cancel, a receive on an endpoint that
