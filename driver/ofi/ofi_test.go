@@ -146,7 +146,9 @@ func freePort(t *testing.T) string {
 // returns the client's output.
 func pingpong(t *testing.T, srvEnv, cliEnv []string, srvWrap, cliWrap []string, srvHost string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// a hang guard, not a timing: across namespaces on a loaded 2-core
+	// machine a full -S all run took 130-175 s
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	port := freePort(t)
 	sargs := append(append(append([]string(nil), srvWrap...), "fi_pingpong"), append(args, "-B", port)...)
@@ -234,7 +236,9 @@ func runMPI(t *testing.T, e []string, args ...string) string {
 
 func runCmd(t *testing.T, e []string, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// a hang guard, not a timing: across namespaces on a loaded 2-core
+	// machine a full -S all run took 130-175 s
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = e
