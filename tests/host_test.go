@@ -349,9 +349,9 @@ func TestDaemonBadClients(t *testing.T) {
 	}
 	// the server notices them on its own goroutines: wait, so the next
 	// client's set-up lists no peer but the device
-	departures := func() int {
+	departures := func() int { // every reason the server drops a client for
 		l := d.stderr.String()
-		return strings.Count(l, "client left") + strings.Count(l, "client connection failed")
+		return strings.Count(l, "client left") + strings.Count(l, "client connection failed") + strings.Count(l, "; dropping it")
 	}
 	eventually(t, "the vanished clients to be dropped", func() bool { return departures() >= 3 })
 	// many clients: distinct ids, and each earlier one is told of the later
@@ -389,7 +389,8 @@ func TestDaemonBadClients(t *testing.T) {
 	before := departures()
 	pp.Process.Kill()
 	pp.Wait()
-	eventually(t, "the killed ping-pong's clients to be gone", func() bool { return departures() >= before+2 })
+	eventuallyOr(t, "the killed ping-pong's clients to be gone", func() bool { return departures() >= before+2 },
+		func() string { return fmt.Sprintf("departures %d before the kill; daemon log:\n%s", before, d.stderr) })
 	log := d.stderr.String()
 	for _, want := range []string{"client sent data", "client left", "client joined"} {
 		if !strings.Contains(log, want) {

@@ -18,10 +18,16 @@ import (
 // generous deadline (a wait, never a timing assertion).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	eventuallyOr(t, what, cond, func() string { return "" })
+}
+
+// eventuallyOr is eventually, failing with what state says at the time.
+func eventuallyOr(t *testing.T, what string, cond func() bool, state func() string) {
+	t.Helper()
 	deadline := time.Now().Add(4 * time.Duration(waitNs))
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for: %s", what)
+			t.Fatalf("gave up waiting for: %s\n%s", what, state())
 		}
 		runtime.Gosched()
 		time.Sleep(50 * time.Microsecond)

@@ -97,6 +97,7 @@ func TestFiPingpongAcrossNamespaces(t *testing.T) {
 	e := env(t, dir, "FI_DIMMNET_LINK=udp", "FI_DIMMNET_MAX_MSG=262144")
 	out := pingpong(t, e, e, []string{"ip", "netns", "exec", h.ns[0]}, []string{"ip", "netns", "exec", h.ns[1]}, h.ip[0],
 		"-p", "dimmnet", "-e", "rdm", "-S", "all", "-I", "1000", "-c")
+	t.Logf("%s", out)
 	sizesDone(t, out, "1k", "256k")
 	// every size both ways, 1000 times: far more frames than the control
 	// connection's handful
