@@ -493,15 +493,13 @@ func (d *Device) retransmit(now int64) bool {
 func (d *Device) expire(p *peer, now int64) {
 	if d.backlog != nil {
 		// A packet still in our own port's queue is not lost (resending
-		// it would queue it twice): look again after the timeout. A packet
-		// that left late is timed from when it left.
+		// it would queue it twice), and one that left late is timed, and
+		// probed, from when it left.
 		queued, last := d.backlog.Backlog([6]byte(wire.NodeMAC(p.node)))
 		if queued > 0 {
-			p.tx.Rearm(now + p.tx.RTO())
-			return
+			last = now
 		}
-		if at := last + p.tx.RTO(); at > now {
-			p.tx.Rearm(at)
+		if !p.tx.LeftAt(last, now) {
 			return
 		}
 	}

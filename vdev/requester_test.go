@@ -91,8 +91,8 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 		return p
 	})
 	r := &ackRig{a: a, cmds: map[*Device]uint64{}}
-	counts := func() (uint64, uint64) {
-		return a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits)
+	counts := func() (uint64, uint64, uint64) {
+		return a.r.Counter(uapi.CtrTimeouts), a.r.Counter(uapi.CtrRetransmits), a.r.Counter(uapi.CtrTLPs)
 	}
 	passes := func() { // enough for a passed deadline to count (transport.GracePasses)
 		for range transport.GracePasses + 1 {
@@ -106,23 +106,31 @@ func TestQueuedPacketIsNotTimedOut(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		passes()
 	}
-	if to, re := counts(); to != 0 || re != 0 {
+	if to, re, _ := counts(); to != 0 || re != 0 {
 		t.Fatalf("while queued: %d timeouts, %d retransmits; want none", to, re)
 	}
 	qp.queued.Store(0)
 	qp.lastSent.Store(monotime.Now()) // it left, and is never ACKed: lost
 	time.Sleep(2 * time.Millisecond)
 	passes()
-	if to, re := counts(); to != 1 || re != 1 {
-		t.Fatalf("after it left: %d timeouts, %d retransmits; want 1 and 1", to, re)
+	// The tail-loss probe, counted from when the packet left, goes first:
+	// not a timeout.
+	if to, re, tlp := counts(); to != 0 || re != 1 || tlp != 1 {
+		t.Fatalf("after it left: %d timeouts, %d retransmits, %d probes; want 0, 1 and 1", to, re, tlp)
+	}
+	qp.lastSent.Store(monotime.Now()) // the probe left
+	time.Sleep(2 * time.Millisecond)
+	passes()
+	if to, re, _ := counts(); to != 1 || re != 2 {
+		t.Fatalf("after the probe: %d timeouts, %d retransmits; want 1 and 2", to, re)
 	}
 	// The resend left late (dated a second ahead, so no scheduling delay
 	// here makes it look old): its timeout counts from then.
 	qp.lastSent.Store(monotime.Now() + int64(time.Second))
 	time.Sleep(5 * time.Millisecond) // beyond the doubled timeout
 	passes()
-	if to, re := counts(); to != 1 || re != 1 {
-		t.Fatalf("resend just left: %d timeouts, %d retransmits; want still 1 and 1", to, re)
+	if to, re, _ := counts(); to != 1 || re != 2 {
+		t.Fatalf("resend just left: %d timeouts, %d retransmits; want still 1 and 2", to, re)
 	}
 }
 

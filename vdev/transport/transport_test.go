@@ -458,3 +458,73 @@ func TestPeerWatchedTimeoutsNeverUnreachable(t *testing.T) {
 		t.Fatalf("interval %d after 10 timeouts, want the cap %d", tx.RTO(), MaxBackoff)
 	}
 }
+
+// A port that queues packets (UDP's sender goroutine) puts the flight's
+// tail on the medium after the probe was armed: the probe then counts
+// from when the tail left, and still goes before the timer. Cancelling
+// it (as the device did) left a lost tail to the timeout.
+func TestProbeCountsFromDeparture(t *testing.T) {
+	tx, book := newTx(64)
+	sendN(tx, 1, 0)
+	tx.Ack(1, 200_000)      // srtt 200 µs: PTO 400 µs, RTO 600 µs
+	sendN(tx, 4, 1_000_000) // 2..5 queued at 1 ms
+	pto := tx.PTO()
+	now := tx.Deadline()
+	if now != 1_000_000+pto {
+		t.Fatalf("probe at %d, want %d", now, 1_000_000+pto)
+	}
+	// The port still holds packets: not due, and the probe waits (at
+	// most until the timer).
+	if tx.LeftAt(now, now) || !tx.Probing() || tx.Deadline() <= now {
+		t.Fatalf("queued: due %v, probing %v, next %d", tx.Due(now), tx.Probing(), tx.Deadline())
+	}
+	// The tail left at 1.5 ms: the timer (armed at 1 ms) runs out first,
+	// and both count from the departure, the probe still first.
+	left := int64(1_500_000)
+	now = tx.Deadline()
+	if now >= left+pto {
+		t.Fatalf("next look at %d, want it before %d", now, left+pto)
+	}
+	if tx.LeftAt(left, now) || tx.Deadline() != left+pto {
+		t.Fatalf("left late: due %v, next %d, want %d", tx.Due(now), tx.Deadline(), left+pto)
+	}
+	now = tx.Deadline()
+	if !tx.LeftAt(left, now) {
+		t.Fatal("the probe is not due PTO after the tail left")
+	}
+	if e := tx.Expire(now, 1); e != Probed {
+		t.Fatalf("Expire: %v, want Probed", e)
+	}
+	var got []uint32
+	n, _ := tx.Resend(now, func(seq uint32) error { got = append(got, seq); return nil })
+	if !eq(got, []uint32{5}) || n[CauseProbe] != 1 || n[CauseTimeout] != 0 {
+		t.Fatalf("resent %v (causes %v), want [5] as a probe", got, n)
+	}
+	// Its ACK (the tail was the lost one; the rest arrived) retires all.
+	tx.Ack(5, now+pto)
+	if tx.Unacked() != 0 || tx.Armed() || book.Timers != 0 || book.Resends != 0 {
+		t.Fatalf("after the probe's ACK: unacked %d armed %v book %+v", tx.Unacked(), tx.Armed(), *book)
+	}
+}
+
+// A timer that ran out after the flight's last packet left long ago is a
+// timeout: LeftAt moves nothing then.
+func TestLeftAtLongAgoTimesOut(t *testing.T) {
+	tx, _ := newTx(64)
+	sendN(tx, 2, 0)
+	if e := tx.Expire(tx.Deadline(), 1); e != Probed {
+		t.Fatalf("probe: %v", e)
+	}
+	resent(tx, tx.Deadline())
+	now := tx.Deadline()
+	if !tx.LeftAt(0, now) {
+		t.Fatal("a timer whose packets left at 0 is not due")
+	}
+	e := tx.Expire(now, 10)
+	for p := uint64(11); e == Waiting; p++ {
+		e = tx.Expire(now, p)
+	}
+	if e != TimedOut {
+		t.Fatalf("Expire: %v, want TimedOut", e)
+	}
+}

@@ -349,10 +349,25 @@ func (t *Tx) Due(now int64) bool {
 	return t.deadline != 0 && now >= t.deadline || t.probeAt != 0 && now >= t.probeAt
 }
 
-// Rearm moves the deadline (the device's port still holds the packets, or
-// they left late): neither a timeout nor a go-back yet, and no probe:
-// what has not left cannot have been lost.
-func (t *Tx) Rearm(at int64) { t.deadline, t.expiredPass, t.probeAt = at, 0, 0 }
+// LeftAt applies the device port's word on a timer or probe that came
+// due at now: the flight's packets left the port only at from (now while
+// some are still queued there). What has not left cannot have been lost,
+// and what left late is timed from when it left, so a due timer counts
+// its RTO again from then, neither a timeout nor a go-back yet. The
+// flight's tail-loss probe, not gone yet, counts its PTO from then too:
+// dropping it (as this did before) left a lost tail to the timer, and
+// on a port that queues large packets for a goroutine to send (UDP) the
+// last packet nearly always left after its probe was armed. It reports
+// whether the timer or the probe is still due at now.
+func (t *Tx) LeftAt(from, now int64) (due bool) {
+	if t.deadline != 0 && now >= t.deadline && from+t.RTO() > now {
+		t.deadline, t.expiredPass = from+t.RTO(), 0
+	}
+	if t.probeAt != 0 && now >= t.probeAt && from+t.PTO() > now {
+		t.probeAt = min(from+t.PTO(), t.deadline)
+	}
+	return t.Due(now)
+}
 
 // Expiry is what a run-out timer led to.
 type Expiry uint8
