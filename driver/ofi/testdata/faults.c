@@ -16,47 +16,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_cm.h>
 
-#define FAIL(...) do { fprintf(stderr, "faults: line %d: ", __LINE__); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
-#define OK(call) do { int _r = (int)(call); if (_r) FAIL("%s: %d %s", #call, _r, fi_strerror(-_r)); } while (0)
-
-struct side {
-	struct fid_fabric *fab;
-	struct fid_domain *dom;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	char addr[64];
-	size_t addrlen;
-};
-
-static struct fi_info *info;
-
-static void open_side(struct side *s)
-{
-	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED};
-	struct fi_av_attr ava = {.type = FI_AV_TABLE};
-	OK(fi_fabric(info->fabric_attr, &s->fab, NULL));
-	OK(fi_domain(s->fab, info, &s->dom, NULL));
-	OK(fi_av_open(s->dom, &ava, &s->av, NULL));
-	OK(fi_cq_open(s->dom, &cqa, &s->cq, NULL));
-	OK(fi_endpoint(s->dom, info, &s->ep, NULL));
-	OK(fi_ep_bind(s->ep, &s->av->fid, 0));
-	OK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-	OK(fi_enable(s->ep));
-	s->addrlen = sizeof s->addr;
-	OK(fi_getname(&s->ep->fid, s->addr, &s->addrlen));
-}
-
-static void close_side(struct side *s)
-{
-	if (s->ep)
-		OK(fi_close(&s->ep->fid));
-	OK(fi_close(&s->cq->fid));
-	OK(fi_close(&s->av->fid));
-	OK(fi_close(&s->dom->fid));
-	OK(fi_close(&s->fab->fid));
-	memset(s, 0, sizeof *s);
-}
+#define PROG "faults"
+#include "side.h"
 
 /* wait_err polls cq (and progresses the others) until an error entry
  * comes, or fails after 30 s: a hang is the failure this guards. */

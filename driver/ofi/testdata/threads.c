@@ -16,24 +16,9 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_cm.h>
-#define FAIL(...) do { fprintf(stderr, "threads: line %d: ", __LINE__); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
-#define OK(call) do { int _r = (int)(call); if (_r) FAIL("%s: %d %s", #call, _r, fi_strerror(-_r)); } while (0)
-struct side { struct fid_fabric *fab; struct fid_domain *dom; struct fid_av *av; struct fid_cq *cq; struct fid_ep *ep; char addr[64]; size_t addrlen; };
-static struct fi_info *info;
-static void open_side(struct side *s) {
-	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED};
-	struct fi_av_attr ava = {.type = FI_AV_TABLE};
-	OK(fi_fabric(info->fabric_attr, &s->fab, NULL));
-	OK(fi_domain(s->fab, info, &s->dom, NULL));
-	OK(fi_av_open(s->dom, &ava, &s->av, NULL));
-	OK(fi_cq_open(s->dom, &cqa, &s->cq, NULL));
-	OK(fi_endpoint(s->dom, info, &s->ep, NULL));
-	OK(fi_ep_bind(s->ep, &s->av->fid, 0));
-	OK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-	OK(fi_enable(s->ep));
-	s->addrlen = sizeof s->addr;
-	OK(fi_getname(&s->ep->fid, s->addr, &s->addrlen));
-}
+#define PROG "threads"
+#include "side.h"
+
 static struct side a, b;
 static fi_addr_t ab;
 static char sbuf[65536], rbuf[65536];
@@ -68,7 +53,7 @@ int main(int argc, char **argv) {
 	time_t end = time(NULL) + 30;
 	for (;;) {
 		ssize_t n = fi_cq_read(a.cq, &c, 1);
-		if (n == 1) { if (c.op_context != &ctxs) FAIL("send completion ctx %p", c.op_context); printf("threads: ok %d\n", size); return 0; }
+		if (n == 1) { if (c.op_context != &ctxs) FAIL("send completion ctx %p", c.op_context); close_side(&a); close_side(&b); fi_freeinfo(info); printf("threads: ok %d\n", size); return 0; }
 		if (n == -FI_EAVAIL) FAIL("error entry");
 		fi_cq_read(b.cq, &c, 0);
 		if (time(NULL) > end) FAIL("no send completion within 30 s");
