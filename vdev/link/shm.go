@@ -242,13 +242,10 @@ func (p *shmPort) sockIno(n uint16) uint64 {
 // driver/ofi's faults test, once in about a hundred runs).
 func (p *shmPort) dial(n uint16) {
 	p.mu.Lock()
-	if f, ok := p.failed[n]; ok && time.Since(f.at) < shmRetryDial {
-		p.mu.Unlock()
-		if p.sockIno(n) == f.sock {
-			return
-		}
-	} else {
-		p.mu.Unlock()
+	f, tried := p.failed[n]
+	p.mu.Unlock()
+	if tried && time.Since(f.at) < shmRetryDial && p.sockIno(n) == f.sock {
+		return
 	}
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p.sockPath(n), Net: "unix"})
 	if err == nil {
