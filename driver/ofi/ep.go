@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -282,7 +283,15 @@ func (e *endpoint) close() {
 	}
 	e.closed = true
 	if printStats {
-		fmt.Fprintf(os.Stderr, "dimmnet-fi stats: node %d %+v\n", e.node, e.stats)
+		// the device's nonzero counters on a line of their own (retransmits,
+		// standalone ACKs, ring-full holds: what a slow run's device did)
+		var ctrs strings.Builder
+		for c := uapi.Counter(0); c < uapi.NumCounters; c++ {
+			if v := e.d.Counter(c); v != 0 {
+				fmt.Fprintf(&ctrs, " %v=%d", c, v)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "dimmnet-fi stats: node %d %+v\ndimmnet-fi device: node %d%s\n", e.node, e.stats, e.node, ctrs.String())
 	}
 	for _, q := range []*cq{e.txcq, e.rxcq} {
 		if q != nil {

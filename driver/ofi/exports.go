@@ -11,8 +11,10 @@ import "C"
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"runtime/cgo"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -387,13 +389,16 @@ func dimmnet_nop() C.int { return 0 }
 func dimmnet_goroutines() C.int { return C.int(runtime.NumGoroutine()) }
 
 // param reads one of the FI_DIMMNET_* variables through libfabric (which
-// also takes them from the environment), "" when unset.
+// also takes them from the environment), "" when unset. Before
+// fi_prov_ini has declared them (the package's Go tests, which drive the
+// endpoint without libfabric loading the provider) it reads the
+// environment itself, as libfabric would.
 func param(name string) string {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	v := C.dn_param_str(cs)
 	if v == nil {
-		return ""
+		return os.Getenv("FI_DIMMNET_" + strings.ToUpper(name))
 	}
 	return C.GoString(v)
 }
