@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/driver"
-	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
@@ -149,9 +149,55 @@ type endpoint struct {
 	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
 
 	stats    epStats
-	driving  bool        // the caller's thread runs the device (drive)
-	lastCall int64       // monotime of the last call that progressed
-	releaser *time.Timer // hands the device back to its engine (release)
+	driving  bool          // the caller's thread runs the device (drive)
+	calls    atomic.Uint64 // calls that progressed: release looks whether it moved
+	seen     atomic.Uint64 // calls at release's last look
+	releaser *time.Timer   // hands the device back to its engine (release)
+
+	// Spent operations kept for the next ones: a message costs no garbage
+	// (a collection's assists and workers stall the caller's thread).
+	txFree []*txOp
+	rxFree []*recvOp
+}
+
+// poolMax bounds each free list: what a burst left beyond it goes to the
+// collector.
+const poolMax = 256
+
+// newTx returns a zeroed transmit operation.
+func (e *endpoint) newTx() *txOp {
+	if n := len(e.txFree); n > 0 {
+		op := e.txFree[n-1]
+		e.txFree = e.txFree[:n-1]
+		return op
+	}
+	return new(txOp)
+}
+
+// freeTx keeps an operation nothing refers to any more.
+func (e *endpoint) freeTx(op *txOp) {
+	if len(e.txFree) < poolMax {
+		*op = txOp{}
+		e.txFree = append(e.txFree, op)
+	}
+}
+
+// newRecv returns a receive operation for the caller to fill.
+func (e *endpoint) newRecv() *recvOp {
+	if n := len(e.rxFree); n > 0 {
+		r := e.rxFree[n-1]
+		e.rxFree = e.rxFree[:n-1]
+		return r
+	}
+	return new(recvOp)
+}
+
+// freeRecv keeps a completed receive nothing refers to any more.
+func (e *endpoint) freeRecv(r *recvOp) {
+	if len(e.rxFree) < poolMax {
+		*r = recvOp{}
+		e.rxFree = append(e.rxFree, r)
+	}
 }
 
 func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
@@ -364,7 +410,8 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		e.txErr(ctx, flags, n, tag, data, errAddr, 0)
 		return 0
 	}
-	op := &txOp{ctx: ctx, n: n, tag: tag, data: data, dst: dst}
+	op := e.newTx()
+	op.ctx, op.n, op.tag, op.data, op.dst = ctx, n, tag, data, dst
 	op.flags = fSend | fMsg
 	if tagged {
 		op.flags = fSend | fTagged
@@ -382,15 +429,17 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if p.node == e.node {
 		// to ourselves: the device sends nowhere but out, so the message
 		// is delivered here, as it would arrive
-		m := &inMsg{node: e.node, tagged: tagged, tag: tag, hasCQ: hflags&hdrData != 0, data: data, n: n, body: src}
-		e.arrive(m)
+		m := inMsg{node: e.node, tagged: tagged, tag: tag, hasCQ: hflags&hdrData != 0, data: data, n: n, body: src}
+		e.arrive(&m)
 		e.txDone(op)
+		e.freeTx(op)
 		return 0
 	}
 	e.stats.Sends++
 	if n <= e.eagerMax {
 		at, ok := e.alloc(uint64(hdrLen + n))
 		if !ok {
+			e.freeTx(op)
 			return eAgain
 		}
 		e.putHdr(at, kindEager, hflags, data, uint64(n), 0, 0)
@@ -398,6 +447,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		op.kind = ckSend
 		op.stage, op.stageN = at, uint64(hdrLen+n)
 		if err := e.ipush(p.node, at, hdrLen+n, tag, ckSend, op); err != 0 {
+			e.freeTx(op)
 			return err
 		}
 		return 0
@@ -406,11 +456,13 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	e.stats.Rendezvous++
 	body, ok := e.alloc(uint64(n))
 	if !ok {
+		e.freeTx(op)
 		return eAgain
 	}
 	at, ok := e.alloc(hdrLen)
 	if !ok {
 		e.arena.free(body, uint64(n))
+		e.freeTx(op)
 		return eAgain
 	}
 	copy(e.lm[body:], src)
@@ -419,9 +471,12 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	op.body, op.bodyN = body, uint64(n)
 	e.rdv[id] = op
 	e.putHdr(at, kindRTS, hflags, data, uint64(n), body, id)
-	if err := e.ipush(p.node, at, hdrLen, tag, ckRTS, &txOp{kind: ckRTS, stage: at, stageN: hdrLen, rbuf: id}); err != 0 {
+	rts := e.newTx()
+	rts.kind, rts.stage, rts.stageN, rts.rbuf = ckRTS, at, hdrLen, id
+	if err := e.ipush(p.node, at, hdrLen, tag, ckRTS, rts); err != 0 {
 		delete(e.rdv, id)
 		e.arena.free(body, uint64(n))
+		e.freeTx(op)
 		return err
 	}
 	return 0
@@ -577,7 +632,7 @@ func (e *endpoint) findUnexp(k int, r *recvOp) int {
 }
 
 // arrive matches a message that came with the posted receives, or keeps
-// it until one is posted.
+// a copy of it until one is posted: m itself is not kept.
 func (e *endpoint) arrive(m *inMsg) {
 	k := 0
 	if m.tagged {
@@ -590,14 +645,17 @@ func (e *endpoint) arrive(m *inMsg) {
 			return
 		}
 	}
+	kept := new(inMsg) // m is the caller's (on its stack)
+	*kept = *m
 	if !m.rts {
-		m.body = append([]byte(nil), m.body...) // it lay in the ring, which is released
+		kept.body = append([]byte(nil), m.body...) // it lay in the ring, which is released
 	}
-	e.unexp[k] = append(e.unexp[k], m)
+	e.unexp[k] = append(e.unexp[k], kept)
 }
 
 // deliver moves message m into receive r: copied now if it came eagerly,
-// pulled from the sender's link memory if it is a rendezvous offer.
+// pulled from the sender's link memory if it is a rendezvous offer. r is
+// spent once completed; m is not kept.
 func (e *endpoint) deliver(r *recvOp, m *inMsg) {
 	if !m.rts {
 		n := min(m.n, r.size)
@@ -605,15 +663,18 @@ func (e *endpoint) deliver(r *recvOp, m *inMsg) {
 			copy(unsafe.Slice((*byte)(r.buf), n), m.body[:n])
 		}
 		e.rxComplete(r, m, n, m.n-n, false)
+		e.freeRecv(r)
 		return
 	}
-	p := &pullOp{msg: m, r: r, n: min(m.n, r.size)}
-	if p.n == 0 {
+	if min(m.n, r.size) == 0 {
 		e.sendFIN(m)
 		e.rxComplete(r, m, 0, m.n, false)
+		e.freeRecv(r)
 		return
 	}
-	e.startPull(p)
+	kept := new(inMsg) // the pull outlives the caller's m
+	*kept = *m
+	e.startPull(&pullOp{msg: kept, r: r, n: min(m.n, r.size)})
 }
 
 func (e *endpoint) startPull(p *pullOp) {
@@ -655,12 +716,14 @@ func (e *endpoint) pullDone(p *pullOp, s *uapi.Status) {
 	if s.Type == uapi.StError {
 		e.arena.free(p.bounce, uint64(p.n))
 		e.rxErrMsg(p.r, p.msg, errFor(s), int(s.Err))
+		e.freeRecv(p.r)
 		return
 	}
 	copy(unsafe.Slice((*byte)(p.r.buf), p.n), e.lm[p.bounce:p.bounce+uint64(p.n)])
 	e.arena.free(p.bounce, uint64(p.n))
 	e.sendFIN(p.msg)
 	e.rxComplete(p.r, p.msg, p.n, p.msg.n-p.n, false)
+	e.freeRecv(p.r)
 }
 
 // sendFIN tells a rendezvous sender its body may go.
@@ -671,7 +734,11 @@ func (e *endpoint) sendFIN(m *inMsg) {
 		return
 	}
 	e.putHdr(at, kindFIN, 0, 0, 0, 0, m.rid)
-	e.ipush(m.node, at, hdrLen, 0, ckCtl, &txOp{kind: ckCtl, stage: at, stageN: hdrLen})
+	op := e.newTx()
+	op.kind, op.stage, op.stageN = ckCtl, at, hdrLen
+	if e.ipush(m.node, at, hdrLen, 0, ckCtl, op) != 0 {
+		e.freeTx(op)
+	}
 }
 
 func (e *endpoint) rxCQFlags(r *recvOp, m *inMsg) uint64 {
@@ -772,40 +839,57 @@ func (e *endpoint) progress() bool {
 }
 
 // The caller's thread runs the endpoint's device (run to completion)
-// from its first call into the provider until it has stayed away for
-// releaseNs: a caller spinning on fi_cq_read keeps the device on its own
-// thread, with the device's engine standing down, and a caller gone
+// from its first call into the provider until it has stayed away for a
+// whole releaseNs: a caller spinning on fi_cq_read keeps the device on its
+// own thread, with the device's engine standing down, and a caller gone
 // elsewhere (computing, or in its own socket exchange) leaves it to the
-// engine, so peers' frames are still acknowledged and their PULLs served.
-// Handing the device over at every call instead woke the engine at every
-// fi_cq_read: fi_pingpong -S 8 took 365-410 µs a round trip against
-// 24 µs held, on the same loaded machine (load average 22).
+// engine within one to two releaseNs, so peers' frames are still
+// acknowledged and their PULLs served. Handing the device over at every
+// call instead woke the engine at every fi_cq_read: fi_pingpong -S 8 took
+// 365-410 µs a round trip against 24 µs held, on the same loaded machine
+// (load average 22).
 const releaseNs = 1_000_000
 
+// drive counts the call and takes the device onto the caller's thread.
+// Counting is all a busy caller pays: no clock read, and release looks at
+// the count without the provider's lock.
 func (e *endpoint) drive() {
-	e.lastCall = monotime.Now()
+	e.calls.Add(1)
 	if e.driving {
 		return
 	}
 	e.d.Drive(true)
 	e.driving = true
+	e.seen.Store(e.calls.Load())
 	if e.releaser == nil {
-		e.releaser = time.AfterFunc(2*releaseNs, e.release)
+		e.releaser = time.AfterFunc(releaseNs, e.release)
 	} else {
-		e.releaser.Reset(2 * releaseNs)
+		e.releaser.Reset(releaseNs)
 	}
 }
 
-// release hands the device back to its engine once the caller stayed
-// away for releaseNs (on a timer's goroutine, under the provider's lock).
+// release hands the device back to its engine once a whole releaseNs
+// passed without a call (on a timer's goroutine). While calls come it
+// only looks at their count and rearms, without the provider's lock: a
+// caller spinning on fi_cq_read holds that lock nearly all the time, and
+// a timer goroutine waiting for it parked the caller's thread on every
+// hand-back (the C thread's goroutine is locked to it, so the runtime
+// passed it between threads through futexes: stalls of tens to hundreds
+// of µs on a busy 2-core host).
 func (e *endpoint) release() {
+	if c := e.calls.Load(); c != e.seen.Load() {
+		e.seen.Store(c)
+		e.releaser.Reset(releaseNs)
+		return
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if e.closed || !e.driving {
 		return
 	}
-	if idle := monotime.Now() - e.lastCall; idle < releaseNs {
-		e.releaser.Reset(time.Duration(2*releaseNs - idle))
+	if c := e.calls.Load(); c != e.seen.Load() { // a call came while we took the lock
+		e.seen.Store(c)
+		e.releaser.Reset(releaseNs)
 		return
 	}
 	e.d.Drive(false)
@@ -836,6 +920,7 @@ func (e *endpoint) status(s *uapi.Status) {
 			return
 		}
 		delete(e.ops, id)
+		defer e.freeTx(op)
 		e.arena.free(op.stage, op.stageN)
 		failed := s.Type == uapi.StError
 		switch kind {
@@ -860,6 +945,7 @@ func (e *endpoint) status(s *uapi.Status) {
 					delete(e.rdv, op.rbuf)
 					e.arena.free(so.body, so.bodyN)
 					e.txErr(so.ctx, so.flags, so.n, so.tag, so.data, errFor(s), int(s.Err))
+					e.freeTx(so)
 				}
 			}
 		}
@@ -888,7 +974,7 @@ func (e *endpoint) packet(s *uapi.Status) {
 	}
 	n := binary.LittleEndian.Uint64(h[16:])
 	id := binary.LittleEndian.Uint64(h[32:])
-	m := &inMsg{node: s.SrcNode, tagged: flags&hdrTagged != 0, tag: s.Imm, hasCQ: flags&hdrData != 0,
+	m := inMsg{node: s.SrcNode, tagged: flags&hdrTagged != 0, tag: s.Imm, hasCQ: flags&hdrData != 0,
 		data: binary.LittleEndian.Uint64(h[8:]), n: int(n)}
 	switch kind {
 	case kindEager:
@@ -897,7 +983,7 @@ func (e *endpoint) packet(s *uapi.Status) {
 			return
 		}
 		m.body = data[hdrLen:] // copied by arrive unless a receive takes it now
-		e.arrive(m)
+		e.arrive(&m)
 	case kindRTS:
 		if n > maxMsg {
 			logf("dropped a rendezvous offer of %d bytes from node %d", n, s.SrcNode)
@@ -906,12 +992,13 @@ func (e *endpoint) packet(s *uapi.Status) {
 		m.rts = true
 		m.raddr = binary.LittleEndian.Uint64(h[24:])
 		m.rid = id
-		e.arrive(m)
+		e.arrive(&m)
 	case kindFIN:
 		if op := e.rdv[id]; op != nil {
 			delete(e.rdv, id)
 			e.arena.free(op.body, op.bodyN)
 			e.txDone(op)
+			e.freeTx(op)
 		}
 	case kindWrite, kindWriteRTS, kindReadReq, kindReadResp, kindReadRTS, kindAtomicReq, kindAtomicRsp, kindAck:
 		e.rmaPacket(kind, flags, s.SrcNode, s.Imm, h, data[hdrLen:])

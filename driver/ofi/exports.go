@@ -346,7 +346,9 @@ func goRecv(h C.uintptr_t, buf unsafe.Pointer, n C.size_t, src C.fi_addr_t, tag,
 	if !ok {
 		return -C.FI_EINVAL
 	}
-	return C.ssize_t(e.recv(&recvOp{buf: buf, size: int(n), src: uint64(src), tag: uint64(tag), ignore: uint64(ignore), ctx: ctx, flags: uint64(flags)}))
+	r := e.newRecv()
+	*r = recvOp{buf: buf, size: int(n), src: uint64(src), tag: uint64(tag), ignore: uint64(ignore), ctx: ctx, flags: uint64(flags)}
+	return C.ssize_t(e.recv(r))
 }
 
 //export goSend

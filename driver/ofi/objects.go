@@ -232,7 +232,8 @@ type cqEntry struct {
 // cq is a completion queue: entries in completion order, errors apart
 // (fi_cq_read answers -FI_EAVAIL while one waits).
 type cq struct {
-	entries []cqEntry
+	entries []cqEntry // entries[head:] wait; the array is reused once all are read
+	head    int
 	errs    []cqEntry
 	eps     []*endpoint // bound: reading progresses them
 }
@@ -277,16 +278,16 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	if len(q.errs) > 0 {
 		return 0, eAvail
 	}
-	if len(q.entries) == 0 {
+	if q.head == len(q.entries) {
 		return 0, eAgain
 	}
-	k := min(n, len(q.entries))
+	k := min(n, len(q.entries)-q.head)
 	for i := 0; i < k; i++ {
-		put(i, &q.entries[i])
+		put(i, &q.entries[q.head+i])
 	}
-	q.entries = q.entries[k:]
-	if len(q.entries) == 0 {
-		q.entries = q.entries[:0:0]
+	q.head += k
+	if q.head == len(q.entries) {
+		q.entries, q.head = q.entries[:0], 0
 	}
 	return k, 0
 }

@@ -1,0 +1,5 @@
+//go:build dimmnet_ofi && race
+
+package main
+
+const raceEnabled = true
