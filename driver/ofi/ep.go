@@ -118,6 +118,7 @@ type pullOp struct {
 // endpoint is one FI_EP_RDM endpoint: one device of its own on the
 // chosen medium, one driver, and the matching state.
 type endpoint struct {
+	c       unsafe.Pointer // its struct dn_ep (C memory): the receive queue (rxq.go); nil in Go tests
 	dev     *device
 	d       *driver.Driver
 	lm      []byte
@@ -298,6 +299,7 @@ func (e *endpoint) enable() int {
 		return -C_FI_ENOCQ
 	}
 	e.enabled = true
+	e.setQueueing(true)
 	return 0
 }
 
@@ -320,7 +322,8 @@ func (e *endpoint) close() {
 	if e.closed {
 		return
 	}
-	e.progress()
+	e.setQueueing(false)
+	e.progress() // takes the receives queued in C, which are cancelled below
 	for k := range e.posted {
 		for _, r := range e.posted[k] {
 			e.rxErr(r, errCancel, 0, 0)
@@ -387,6 +390,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if e.closed || !e.enabled {
 		return eInval
 	}
+	e.takeQueued() // a send to ourselves finds the receives queued before it
 	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
 		return eMsgSize
 	}
@@ -797,6 +801,7 @@ func (e *endpoint) rxErrMsg(r *recvOp, m *inMsg, err, prov int) {
 }
 
 func (e *endpoint) cancel(ctx unsafe.Pointer) int {
+	e.takeQueued()
 	for k := range e.posted {
 		for i, r := range e.posted[k] {
 			if r.ctx == ctx {
@@ -818,6 +823,7 @@ func (e *endpoint) progress() bool {
 		return false
 	}
 	d := e.d
+	e.takeQueued()
 	e.drive()
 	worked := d.Progress()
 	for {

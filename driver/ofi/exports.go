@@ -13,7 +13,6 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"runtime/cgo"
 	"strings"
 	"sync"
 	"unsafe"
@@ -24,12 +23,45 @@ import (
 // paths fi_pingpong and Open MPI's ranks take.
 var mu sync.Mutex
 
-func obj[T any](h C.uintptr_t) (T, bool) {
-	var zero T
-	if h == 0 {
-		return zero, false
+// handles are the Go objects the C fids name: a fid holds the index
+// plus one (0 is no object). A slice under mu instead of cgo.Handle,
+// whose lookup hashes an interface in a sync.Map: every call into the
+// provider looks its object up, three a small message, so this is a
+// small-message cost.
+var (
+	handles  []any
+	freeHdls []C.uintptr_t
+)
+
+// newHandle names v for C; the caller holds mu.
+func newHandle(v any) C.uintptr_t {
+	if n := len(freeHdls); n > 0 {
+		h := freeHdls[n-1]
+		freeHdls = freeHdls[:n-1]
+		handles[h-1] = v
+		return h
 	}
-	v, ok := cgo.Handle(h).Value().(T)
+	handles = append(handles, v)
+	return C.uintptr_t(len(handles))
+}
+
+// handleValue is the object h names, nil for 0, a stale or a junk handle;
+// the caller holds mu.
+func handleValue(h C.uintptr_t) any {
+	if h == 0 || uint64(h) > uint64(len(handles)) {
+		return nil
+	}
+	return handles[h-1]
+}
+
+// deleteHandle forgets h; the caller holds mu.
+func deleteHandle(h C.uintptr_t) {
+	handles[h-1] = nil
+	freeHdls = append(freeHdls, h)
+}
+
+func obj[T any](h C.uintptr_t) (T, bool) {
+	v, ok := handleValue(h).(T)
 	return v, ok
 }
 
@@ -40,7 +72,7 @@ func goClose(h C.uintptr_t) C.int {
 	if h == 0 {
 		return 0
 	}
-	switch v := cgo.Handle(h).Value().(type) {
+	switch v := handleValue(h).(type) {
 	case *endpoint:
 		v.close()
 	case *cq:
@@ -55,14 +87,18 @@ func goClose(h C.uintptr_t) C.int {
 		if len(v.eps) > 0 {
 			return -C.FI_EBUSY
 		}
+	case nil:
+		return -C.FI_EINVAL
 	}
-	cgo.Handle(h).Delete()
+	deleteHandle(h)
 	return 0
 }
 
 //export goAvOpen
 func goAvOpen(typ C.int) C.uintptr_t {
-	return C.uintptr_t(cgo.NewHandle(&av{typ: int(typ), byNode: map[uint16]uint64{}}))
+	mu.Lock()
+	defer mu.Unlock()
+	return newHandle(&av{typ: int(typ), byNode: map[uint16]uint64{}})
 }
 
 //export goAvInsert
@@ -134,7 +170,11 @@ func goAvLookup(h C.uintptr_t, fa C.fi_addr_t, addr unsafe.Pointer, addrlen *C.s
 }
 
 //export goCqOpen
-func goCqOpen() C.uintptr_t { return C.uintptr_t(cgo.NewHandle(&cq{})) }
+func goCqOpen() C.uintptr_t {
+	mu.Lock()
+	defer mu.Unlock()
+	return newHandle(&cq{})
+}
 
 //export goCqRead
 func goCqRead(h C.uintptr_t, out *C.struct_fi_cq_tagged_entry, count C.size_t, src *C.fi_addr_t, timeoutMs C.longlong) C.ssize_t {
@@ -203,7 +243,11 @@ func goStrErr(e C.int) *C.char {
 }
 
 //export goCntrOpen
-func goCntrOpen() C.uintptr_t { return C.uintptr_t(cgo.NewHandle(&cntr{})) }
+func goCntrOpen() C.uintptr_t {
+	mu.Lock()
+	defer mu.Unlock()
+	return newHandle(&cntr{})
+}
 
 //export goCntrRead
 func goCntrRead(h C.uintptr_t, which C.int) C.uint64_t {
@@ -252,7 +296,7 @@ func goCntrWait(h C.uintptr_t, threshold C.uint64_t, timeoutMs C.int) C.int {
 }
 
 //export goEpOpen
-func goEpOpen(h *C.uintptr_t, caps, txFlags, rxFlags C.uint64_t) C.int {
+func goEpOpen(ce *C.struct_dn_ep, h *C.uintptr_t, caps, txFlags, rxFlags C.uint64_t) C.int {
 	mu.Lock()
 	defer mu.Unlock()
 	e, err := openEndpoint(uint64(caps), uint64(txFlags), uint64(rxFlags))
@@ -263,7 +307,8 @@ func goEpOpen(h *C.uintptr_t, caps, txFlags, rxFlags C.uint64_t) C.int {
 		}
 		return -C.FI_EIO
 	}
-	*h = C.uintptr_t(cgo.NewHandle(e))
+	e.c = unsafe.Pointer(ce)
+	*h = newHandle(e)
 	return 0
 }
 
@@ -272,10 +317,11 @@ func goEpBind(eh, oh C.uintptr_t, flags C.uint64_t) C.int {
 	mu.Lock()
 	defer mu.Unlock()
 	e, ok := obj[*endpoint](eh)
-	if !ok || oh == 0 {
+	o := handleValue(oh)
+	if !ok || o == nil {
 		return -C.FI_EINVAL
 	}
-	return C.int(e.bind(cgo.Handle(oh).Value(), uint64(flags)))
+	return C.int(e.bind(o, uint64(flags)))
 }
 
 //export goEpEnable
@@ -346,6 +392,7 @@ func goRecv(h C.uintptr_t, buf unsafe.Pointer, n C.size_t, src C.fi_addr_t, tag,
 	if !ok {
 		return -C.FI_EINVAL
 	}
+	e.takeQueued() // those queued in C first: posting order is matching order
 	r := e.newRecv()
 	*r = recvOp{buf: buf, size: int(n), src: uint64(src), tag: uint64(tag), ignore: uint64(ignore), ctx: ctx, flags: uint64(flags)}
 	return C.ssize_t(e.recv(r))

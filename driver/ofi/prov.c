@@ -196,7 +196,6 @@ struct dn_eq { struct fid_eq eq; };
 struct dn_av { struct fid_av av; uintptr_t h; };
 struct dn_cq { struct fid_cq cq; uintptr_t h; int format; };
 struct dn_cntr { struct fid_cntr c; uintptr_t h; };
-struct dn_ep { struct fid_ep ep; uintptr_t h; };
 struct dn_mr { struct fid_mr mr; };
 
 static int dn_free_close(struct fid *fid) { free(fid); return 0; }
@@ -584,10 +583,34 @@ static int dn_iov1(const struct iovec *iov, size_t count, void **buf, size_t *le
 	return 0;
 }
 
+/* dn_post_recv queues a receive for the Go side (struct dn_ep in
+ * prov.h), or hands it to Go now when the queue cannot take it: an
+ * endpoint not enabled or closed (Go names the error), a NULL buffer, a
+ * full queue. */
+static ssize_t dn_post_recv(struct fid_ep *ep, void *buf, size_t len, fi_addr_t src,
+			    uint64_t tag, uint64_t ignore, void *ctx, uint64_t flags)
+{
+	struct dn_ep *e = (struct dn_ep *)ep;
+	if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || (len && !buf))
+		return goRecv(e->h, buf, len, src, tag, ignore, ctx, flags);
+	while (__atomic_test_and_set(&e->lock, __ATOMIC_ACQUIRE))
+		;
+	uint64_t t = e->rxq_tail;
+	if (t - __atomic_load_n(&e->rxq_head, __ATOMIC_ACQUIRE) >= DN_RXQ) {
+		__atomic_clear(&e->lock, __ATOMIC_RELEASE);
+		return goRecv(e->h, buf, len, src, tag, ignore, ctx, flags);
+	}
+	e->rxq[t & (DN_RXQ - 1)] = (struct dn_rxq_ent){.buf = buf, .len = len, .src = src,
+						       .tag = tag, .ignore = ignore, .flags = flags, .ctx = ctx};
+	__atomic_store_n(&e->rxq_tail, t + 1, __ATOMIC_RELEASE);
+	__atomic_clear(&e->lock, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* messages */
 static ssize_t dn_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
 {
-	return goRecv(EPH(ep), buf, len, src, 0, 0, ctx, DN_DEFAULT);
+	return dn_post_recv(ep, buf, len, src, 0, 0, ctx, DN_DEFAULT);
 }
 static ssize_t dn_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src, void *ctx)
 {
@@ -643,7 +666,7 @@ static struct fi_ops_msg dn_msg_ops = {
 static ssize_t dn_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
 			uint64_t tag, uint64_t ignore, void *ctx)
 {
-	return goRecv(EPH(ep), buf, len, src, tag, ignore, ctx, FI_TAGGED | DN_DEFAULT);
+	return dn_post_recv(ep, buf, len, src, tag, ignore, ctx, FI_TAGGED | DN_DEFAULT);
 }
 static ssize_t dn_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			 fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
@@ -856,7 +879,7 @@ static int dn_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 		return -FI_ENOMEM;
 	uint64_t caps = info && info->caps ? info->caps : DN_CAPS;
 	uintptr_t h;
-	int ret = goEpOpen(&h, caps, info && info->tx_attr ? info->tx_attr->op_flags : 0,
+	int ret = goEpOpen(e, &h, caps, info && info->tx_attr ? info->tx_attr->op_flags : 0,
 			   info && info->rx_attr ? info->rx_attr->op_flags : 0);
 	if (ret) {
 		free(e);

@@ -35,4 +35,30 @@
 
 const char *dn_param_str(const char *name);
 
+/* Receives fi_recv and fi_trecv post without entering Go: a ring in the
+ * endpoint's C memory that callers fill under a spinlock and the Go side
+ * empties, in order, whenever it is entered for the endpoint (every
+ * fi_cq_read progresses it). A C-to-Go call costs about 80 ns before the
+ * provider's lock and lookup, and a ping-pong posts a receive per
+ * message on its critical path. */
+#define DN_RXQ 64 /* entries, a power of two */
+
+struct dn_rxq_ent {
+	void *buf;
+	size_t len;
+	fi_addr_t src;
+	uint64_t tag, ignore, flags;
+	void *ctx;
+};
+
+struct dn_ep {
+	struct fid_ep ep;
+	uintptr_t h;
+	int ready;          /* enabled and open: receives may be queued (Go stores it) */
+	char lock;          /* producers' spinlock */
+	uint64_t rxq_tail;  /* entries queued (producers, under lock) */
+	uint64_t rxq_head;  /* entries taken (Go, under its lock) */
+	struct dn_rxq_ent rxq[DN_RXQ];
+};
+
 #endif
