@@ -118,8 +118,7 @@ type pullOp struct {
 // endpoint is one FI_EP_RDM endpoint: one device of its own on the
 // chosen medium, one driver, and the matching state.
 type endpoint struct {
-	c       unsafe.Pointer // its struct dn_ep (C memory): the queues (rxq.go); nil in Go tests
-	taking  bool           // takeQueued is under way (a send it makes may progress)
+	c       unsafe.Pointer // its struct dn_ep (C memory): the receive queue (rxq.go); nil in Go tests
 	dev     *device
 	d       *driver.Driver
 	lm      []byte
@@ -387,28 +386,11 @@ func (e *endpoint) peer(fa uint64) (avEntry, bool) {
 	return e.av.get(fa)
 }
 
-// send sends what is queued in C first (a send to ourselves also finds
-// the receives queued before it), then this message; it vouches for dst
-// once a message to it went, so small injects to it may queue in C.
 func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx unsafe.Pointer, flags uint64) int {
 	if e.closed || !e.enabled {
 		return eInval
 	}
-	if e.takeQueued() {
-		return eAgain // queued injects wait for link memory: this one may not pass them
-	}
-	r := e.post(buf, n, dst, tag, data, ctx, flags)
-	if r == 0 {
-		e.vouch(dst)
-	}
-	return r
-}
-
-// post sends one message.
-func (e *endpoint) post(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx unsafe.Pointer, flags uint64) int {
-	if e.closed || !e.enabled {
-		return eInval
-	}
+	e.takeQueued() // a send to ourselves finds the receives queued before it
 	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
 		return eMsgSize
 	}
@@ -920,8 +902,6 @@ func (e *endpoint) release() {
 		e.releaser.Reset(releaseNs)
 		return
 	}
-	e.vouch(notAvail) // injects enter Go again while nobody drives
-	e.takeQueued()    // and those queued go now
 	e.d.Drive(false)
 	e.driving = false
 }

@@ -141,9 +141,6 @@ func goAvRemove(h C.uintptr_t, fa *C.fi_addr_t, count C.size_t) C.int {
 	if !ok || (count > 0 && fa == nil) {
 		return -C.FI_EINVAL
 	}
-	for _, e := range a.eps {
-		e.vouch(notAvail) // small injects enter Go again, which checks the address
-	}
 	for _, x := range unsafe.Slice(fa, int(count)) {
 		if err := a.remove(uint64(x)); err != nil {
 			return -C.FI_EINVAL
@@ -420,9 +417,6 @@ func goRMA(h C.uintptr_t, write C.int, buf unsafe.Pointer, n C.size_t, peer C.fi
 	if !ok {
 		return -C.FI_EINVAL
 	}
-	if e.takeQueued() {
-		return -C.FI_EAGAIN // queued injects go first
-	}
 	return C.ssize_t(e.rma(write != 0, buf, int(n), uint64(peer), uint64(addr), uint64(key), uint64(data), ctx, uint64(flags)))
 }
 
@@ -433,9 +427,6 @@ func goAtomic(h C.uintptr_t, op C.int, operand, compare C.uint64_t, result unsaf
 	e, ok := obj[*endpoint](h)
 	if !ok {
 		return -C.FI_EINVAL
-	}
-	if e.takeQueued() {
-		return -C.FI_EAGAIN // queued injects go first
 	}
 	return C.ssize_t(e.atomic(int(op), uint64(operand), uint64(compare), result, uint64(dst), uint64(addr), uint64(key), ctx))
 }

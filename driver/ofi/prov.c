@@ -591,13 +591,12 @@ static ssize_t dn_post_recv(struct fid_ep *ep, void *buf, size_t len, fi_addr_t 
 			    uint64_t tag, uint64_t ignore, void *ctx, uint64_t flags)
 {
 	struct dn_ep *e = (struct dn_ep *)ep;
-	if (len && !buf)
+	if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || (len && !buf))
 		return goRecv(e->h, buf, len, src, tag, ignore, ctx, flags);
 	while (__atomic_test_and_set(&e->lock, __ATOMIC_ACQUIRE))
 		;
 	uint64_t t = e->rxq_tail;
-	if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) ||
-	    t - __atomic_load_n(&e->rxq_head, __ATOMIC_ACQUIRE) >= DN_RXQ) {
+	if (t - __atomic_load_n(&e->rxq_head, __ATOMIC_ACQUIRE) >= DN_RXQ) {
 		__atomic_clear(&e->lock, __ATOMIC_RELEASE);
 		return goRecv(e->h, buf, len, src, tag, ignore, ctx, flags);
 	}
@@ -606,13 +605,6 @@ static ssize_t dn_post_recv(struct fid_ep *ep, void *buf, size_t len, fi_addr_t 
 	__atomic_store_n(&e->rxq_tail, t + 1, __ATOMIC_RELEASE);
 	__atomic_clear(&e->lock, __ATOMIC_RELEASE);
 	return 0;
-}
-
-void dn_ep_fence(struct dn_ep *e)
-{
-	while (__atomic_test_and_set(&e->lock, __ATOMIC_ACQUIRE))
-		;
-	__atomic_clear(&e->lock, __ATOMIC_RELEASE);
 }
 
 /* messages */
@@ -652,38 +644,9 @@ static ssize_t dn_sendmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 		return -FI_EINVAL;
 	return goSend(EPH(ep), b, l, m->addr, 0, m->data, m->context, flags);
 }
-/* dn_post_inject queues a small inject for the Go side (struct dn_ep in
- * prov.h), or hands it to Go now: too large, an address Go has not
- * vouched for, an endpoint not enabled or closed, a full queue. */
-static ssize_t dn_post_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst,
-			      uint64_t tag, uint64_t flags)
-{
-	struct dn_ep *e = (struct dn_ep *)ep;
-	if (len > DN_TXQ_INLINE || (len && !buf) || dst != __atomic_load_n(&e->ok_dst, __ATOMIC_RELAXED))
-		return goSend(e->h, (void *)buf, len, dst, tag, 0, NULL, flags);
-	while (__atomic_test_and_set(&e->lock, __ATOMIC_ACQUIRE))
-		;
-	uint64_t t = e->txq_tail;
-	if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || dst != __atomic_load_n(&e->ok_dst, __ATOMIC_ACQUIRE) ||
-	    t - __atomic_load_n(&e->txq_head, __ATOMIC_ACQUIRE) >= DN_TXQ) {
-		__atomic_clear(&e->lock, __ATOMIC_RELEASE);
-		return goSend(e->h, (void *)buf, len, dst, tag, 0, NULL, flags);
-	}
-	struct dn_txq_ent *q = &e->txq[t & (DN_TXQ - 1)];
-	q->dst = dst;
-	q->tag = tag;
-	q->flags = flags;
-	q->len = len;
-	if (len)
-		memcpy(q->buf, buf, len);
-	__atomic_store_n(&e->txq_tail, t + 1, __ATOMIC_RELEASE);
-	__atomic_clear(&e->lock, __ATOMIC_RELEASE);
-	return 0;
-}
-
 static ssize_t dn_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst)
 {
-	return dn_post_inject(ep, buf, len, dst, 0, FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, NULL, FI_INJECT);
 }
 static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dst, void *ctx)
 {
@@ -742,7 +705,7 @@ static ssize_t dn_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 }
 static ssize_t dn_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t tag)
 {
-	return dn_post_inject(ep, buf, len, dst, tag, FI_TAGGED | FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, NULL, FI_TAGGED | FI_INJECT);
 }
 static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t tag, void *ctx)
@@ -916,7 +879,6 @@ static int dn_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 		return -FI_ENOMEM;
 	uint64_t caps = info && info->caps ? info->caps : DN_CAPS;
 	uintptr_t h;
-	e->ok_dst = FI_ADDR_NOTAVAIL;
 	int ret = goEpOpen(e, &h, caps, info && info->tx_attr ? info->tx_attr->op_flags : 0,
 			   info && info->rx_attr ? info->rx_attr->op_flags : 0);
 	if (ret) {

@@ -43,21 +43,6 @@ const char *dn_param_str(const char *name);
  * message on its critical path. */
 #define DN_RXQ 64 /* entries, a power of two */
 
-/* Small injects (fi_inject, fi_tinject) to an address the Go side has
- * sent to already (ok_dst) queue the same way, payload inline, and are
- * sent by the next entry into Go (fi_pingpong's next fi_cq_read). Any
- * other send, and every RMA or atomic, enters Go, which sends what is
- * queued first: messages leave in the order they were posted. */
-#define DN_TXQ 64        /* entries, a power of two */
-#define DN_TXQ_INLINE 64 /* payload bytes an entry carries */
-
-struct dn_txq_ent {
-	fi_addr_t dst;
-	uint64_t tag, flags;
-	uint32_t len;
-	uint8_t buf[DN_TXQ_INLINE];
-};
-
 struct dn_rxq_ent {
 	void *buf;
 	size_t len;
@@ -74,15 +59,6 @@ struct dn_ep {
 	uint64_t rxq_tail;  /* entries queued (producers, under lock) */
 	uint64_t rxq_head;  /* entries taken (Go, under its lock) */
 	struct dn_rxq_ent rxq[DN_RXQ];
-	uint64_t ok_dst;    /* an fi_addr_t Go sent to and that is still inserted (Go stores it; FI_ADDR_NOTAVAIL: none) */
-	uint64_t txq_tail;
-	uint64_t txq_head;
-	struct dn_txq_ent txq[DN_TXQ];
 };
-
-/* dn_ep_fence waits for callers queueing now: after Go closes a queue
- * (ready, ok_dst) and fences, nothing more enters it, and Go takes what
- * did. Callers look at ready and ok_dst under the lock. */
-void dn_ep_fence(struct dn_ep *e);
 
 #endif

@@ -9,10 +9,13 @@ port=47650
 uptime
 pp() { # provider size iters: median usec/xfer of 5 fi_pingpong runs
 	for i in 1 2 3 4 5; do
-		FI_PROVIDER_PATH=$dir fi_pingpong -p "$1" -e rdm -S "$2" -I "$3" -B $port >/dev/null 2>&1 &
+		# only dimmnet's runs name the provider's directory: a baseline
+		# with it set would also load the provider (and its Go runtime)
+		if [ "$1" = dimmnet ]; then export FI_PROVIDER_PATH=$dir; else unset FI_PROVIDER_PATH; fi
+		fi_pingpong -p "$1" -e rdm -S "$2" -I "$3" -B $port >/dev/null 2>&1 &
 		s=$!
 		sleep 1
-		FI_PROVIDER_PATH=$dir fi_pingpong -p "$1" -e rdm -S "$2" -I "$3" -P $port 127.0.0.1 2>/dev/null | awk -v s="$2" '$1 != "bytes" {print $7}'
+		fi_pingpong -p "$1" -e rdm -S "$2" -I "$3" -P $port 127.0.0.1 2>/dev/null | awk -v s="$2" '$1 != "bytes" {print $7}'
 		wait $s
 	done | sort -n | sed -n 3p
 }

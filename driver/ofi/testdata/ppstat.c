@@ -1,0 +1,182 @@
+/* ppstat PROVIDER [ITERS [SIZE]]: fi_pingpong's RDM loop (fi_inject,
+ * fi_cq_read spinning on the receive CQ, fi_recv re-posted), between a
+ * forked pair, timing every round trip: mean (what fi_pingpong prints),
+ * median, tail, and how much of the mean the stalls (round trips over
+ * 20 us) make. PPSTAT_SPLIT=1 also times the client's calls (fi_inject,
+ * the fi_cq_read that completes, fi_recv); PPSTAT_GAPS=1 histograms the
+ * stalls and writes their times to stalls.txt. Not a test: a tool for
+ * docs/ofi.md's figures (gcc -O2 ppstat.c -o ppstat -lfabric). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+#define CK(x) do { int _r = (x); if (_r) { fprintf(stderr, "%s: %d %s\n", #x, _r, fi_strerror(-_r)); exit(1); } } while (0)
+
+int main(int argc, char **argv)
+{
+	const char *prov = argc > 1 ? argv[1] : "dimmnet";
+	int iters = argc > 2 ? atoi(argv[2]) : 100000;
+	int size = argc > 3 ? atoi(argv[3]) : 8;
+	int p2c[2], c2p[2];
+	if (pipe(p2c) || pipe(c2p))
+		return 1;
+	pid_t pid = fork();
+	int server = pid == 0;
+	int wfd = server ? c2p[1] : p2c[1], rfd = server ? p2c[0] : c2p[0];
+
+	struct fi_info *hints = fi_allocinfo(), *info;
+	hints->caps = FI_MSG;
+	hints->mode = FI_CONTEXT;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->fabric_attr->prov_name = strdup(prov);
+	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	struct fid_fabric *fab; struct fid_domain *dom; struct fid_av *av;
+	struct fid_cq *txcq, *rxcq; struct fid_ep *ep;
+	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE, .size = 1024};
+	struct fi_av_attr ava = {.type = info->domain_attr->av_type};
+	CK(fi_fabric(info->fabric_attr, &fab, NULL));
+	CK(fi_domain(fab, info, &dom, NULL));
+	CK(fi_cq_open(dom, &cqa, &txcq, NULL));
+	CK(fi_cq_open(dom, &cqa, &rxcq, NULL));
+	CK(fi_av_open(dom, &ava, &av, NULL));
+	CK(fi_endpoint(dom, info, &ep, NULL));
+	CK(fi_ep_bind(ep, &av->fid, 0));
+	CK(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT));
+	CK(fi_ep_bind(ep, &rxcq->fid, FI_RECV));
+	CK(fi_enable(ep));
+	char *buf = calloc(1, 1 << 16), *tx = buf + 32768;
+	struct fi_context rxctx;
+	CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+	char name[64], peer[64];
+	size_t nl = sizeof name;
+	CK(fi_getname(&ep->fid, name, &nl));
+	if (write(wfd, &nl, sizeof nl) != sizeof nl || write(wfd, name, nl) != (ssize_t)nl)
+		return 1;
+	size_t pl;
+	if (read(rfd, &pl, sizeof pl) != sizeof pl || read(rfd, peer, pl) != (ssize_t)pl)
+		return 1;
+	fi_addr_t dst;
+	if (fi_av_insert(av, peer, 1, &dst, 0, NULL) != 1)
+		return 1;
+	char c = 0;
+	if (write(wfd, &c, 1) != 1 || read(rfd, &c, 1) != 1)
+		return 1;
+	double *rtt = calloc(iters, sizeof *rtt);
+	int split = getenv("PPSTAT_SPLIT") != NULL;
+	double *sp[3];
+	for (int k = 0; k < 3; k++)
+		sp[k] = calloc(iters, sizeof(double));
+	int gaps = getenv("PPSTAT_GAPS") != NULL, ngap = 0;
+	double *gap = calloc(100000, sizeof *gap);
+	FILE *sf = gaps && !server ? fopen("stalls.txt", "w") : NULL;
+	long polls = 0;
+	struct fi_cq_entry e;
+	double t0 = now(), last = t0;
+	for (int i = 0; i < iters; i++) {
+		ssize_t r;
+		if (server) {
+			while ((r = fi_cq_read(rxcq, &e, 1)) == -FI_EAGAIN)
+				polls++;
+			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
+			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
+				fi_cq_read(txcq, &e, 1);
+			if (r) return 1;
+		} else if (split) {
+			double a = now();
+			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
+				fi_cq_read(txcq, &e, 1);
+			if (r) return 1;
+			double b = now(), c;
+			do {
+				c = now();
+				r = fi_cq_read(rxcq, &e, 1);
+				polls++;
+			} while (r == -FI_EAGAIN);
+			double d = now();
+			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
+			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+			double t = now();
+			sp[0][i] = b - a; sp[1][i] = d - c; sp[2][i] = t - d;
+			rtt[i] = t - last;
+			last = t;
+		} else {
+			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
+				fi_cq_read(txcq, &e, 1);
+			if (r) return 1;
+			while ((r = fi_cq_read(rxcq, &e, 1)) == -FI_EAGAIN)
+				polls++;
+			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
+			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+			double t = now();
+			rtt[i] = t - last;
+			if (gaps && rtt[i] > 20000 && ngap < 100000)
+				gap[ngap++] = t - t0;
+			if (gaps && rtt[i] > 20000 && sf)
+				fprintf(sf, "%.9f %.9f\n", last / 1e9, t / 1e9);
+			last = t;
+		}
+	}
+	double el = now() - t0;
+	if (getenv("PPSTAT_WINDOW")) fprintf(stderr, "window %s %.6f %.6f\n", server ? "server" : "client", t0 / 1e9, (t0 + el) / 1e9);
+	if (!server) {
+		qsort(rtt, iters, sizeof *rtt, cmpd);
+		double stall = 0; int ns = 0;
+		for (int i = 0; i < iters; i++)
+			if (rtt[i] > 20000) { stall += rtt[i]; ns++; }
+		printf("%s %dB one-way us: mean %.3f p50 %.3f p90 %.3f p99 %.3f max %.1f | stalls>20us %d, %.3f us of the mean; mean without %.3f | polls/iter %.1f\n",
+		       prov, size, el / iters / 2e3, rtt[iters / 2] / 2e3, rtt[iters * 9 / 10] / 2e3, rtt[iters * 99 / 100] / 2e3,
+		       rtt[iters - 1] / 2e3, ns, stall / iters / 2e3, (el - stall) / (iters - ns) / 2e3, (double)polls / iters);
+	}
+	if (sf) fclose(sf);
+	if (split && !server) {
+		for (int k = 0; k < 3; k++)
+			qsort(sp[k], iters, sizeof(double), cmpd);
+		printf("client call medians (ns, clock reads included): fi_inject %.0f, the fi_cq_read that completes %.0f, fi_recv %.0f; an idle poll is the rest of polls/iter\n",
+		       sp[0][iters / 2], sp[1][iters / 2], sp[2][iters / 2]);
+	}
+	if (gaps && !server) {
+		int h[12] = {0};
+		for (int i = 1; i < ngap; i++) {
+			double d = (gap[i] - gap[i - 1]) / 1e3; /* us */
+			int b = d < 50 ? 0 : d < 200 ? 1 : d < 500 ? 2 : d < 900 ? 3 : d < 1100 ? 4 : d < 1900 ? 5 : d < 2100 ? 6 : d < 5000 ? 7 : d < 9000 ? 8 : d < 11000 ? 9 : 10;
+			h[b]++;
+		}
+		printf("gaps between stalls (us): <50 %d, <200 %d, <500 %d, <900 %d, 900-1100 %d, <1900 %d, 1900-2100 %d, <5000 %d, <9000 %d, 9-11ms %d, more %d\n",
+		       h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10]);
+		double sum[6] = {0}; int cnt[6] = {0};
+		for (int i = 0; i < iters; i++) {
+			double r = rtt[i] / 1e3;
+			int b = r < 20 ? 0 : r < 50 ? 1 : r < 200 ? 2 : r < 1000 ? 3 : r < 5000 ? 4 : 5;
+			sum[b] += r; cnt[b]++;
+		}
+		printf("round trips by size (us): <20 %d (%.0f ms), 20-50 %d (%.0f ms), 50-200 %d (%.0f ms), 200-1000 %d (%.0f ms), 1-5 ms %d (%.0f ms), more %d (%.0f ms)\n",
+		       cnt[0], sum[0] / 1e3, cnt[1], sum[1] / 1e3, cnt[2], sum[2] / 1e3, cnt[3], sum[3] / 1e3, cnt[4], sum[4] / 1e3, cnt[5], sum[5] / 1e3);
+	}
+	if (write(wfd, &c, 1) != 1 || read(rfd, &c, 1) != 1)
+		return 1;
+	fi_close(&ep->fid);
+	if (!server)
+		waitpid(pid, NULL, 0);
+	return 0;
+}
