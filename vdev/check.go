@@ -51,6 +51,7 @@ type checker struct {
 	suspAt    int64
 	suspPolls uint64 // polls when the suspicion began
 	suspStat  uint64 // STATQ_HEAD when the suspicion began (see movedOn)
+	suspBells uint64 // DOORBELLS then: a later sleep's count must not hide a late ring
 
 	overrunAt uint64 // the command index last reported overrun, plus 1
 
@@ -160,12 +161,12 @@ func (c *checker) settle() {
 	}
 	d := c.d
 	switch {
-	case d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells || c.polls.Load() != c.suspPolls:
+	case d.r.Load64(uapi.CtrDoorbells.Off()) != c.suspBells || c.polls.Load() != c.suspPolls:
 		c.suspect = false // it rang, or ran the device: late, not missing
 	case d.now()-c.suspAt > doorbellGrace && c.movedOn():
 		c.suspect = false
 		c.report(uapi.Violation{Kind: uapi.VioNoDoorbell, Index: c.suspIdx,
-			Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.bells + 1, Got: c.bells})
+			Where: d.cmdSlot(c.suspIdx) + uapi.DescSeqOff, Expected: c.suspBells + 1, Got: c.suspBells})
 	}
 }
 
@@ -333,12 +334,18 @@ func (c *checker) timerWoke() {
 	c.settle()
 	c.skipped()
 	idx := c.d.cmdHead
-	if c.polled.Load() || idx != c.sleptAt || c.sleptBusy || !c.published(idx) ||
+	// A suspicion still undecided (its grace not passed) is kept: the
+	// engine wakes every 50 µs while frames are unacknowledged, and a
+	// driver's next command found by one of those wakes replaced it, so
+	// each suspicion of a fast driver gave way to the next until only the
+	// last was left, undecided when the program exited (conform passed a
+	// driver that never rings, about one run in eight).
+	if c.suspect || c.polled.Load() || idx != c.sleptAt || c.sleptBusy || !c.published(idx) ||
 		c.d.r.Load64(uapi.CtrDoorbells.Off()) != c.bells {
 		return
 	}
 	c.suspect, c.suspIdx, c.suspAt, c.suspPolls = true, idx, c.d.now(), c.polls.Load()
-	c.suspStat = c.d.r.Load64(uapi.RegStatqHead)
+	c.suspStat, c.suspBells = c.d.r.Load64(uapi.RegStatqHead), c.bells
 }
 
 // driverPolled notes that a driver in this process ran the device, or

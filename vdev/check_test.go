@@ -170,6 +170,46 @@ func TestCheckedDeviceNamesEachViolationOnce(t *testing.T) {
 			t.Fatalf("%v", v)
 		}
 	})
+	t.Run("no doorbell, the next command found within the grace", func(t *testing.T) {
+		// The engine sleeps briefly while frames await their ACKs, and a
+		// quick driver's next command is found by such a wake-up before
+		// the first suspicion's grace has passed: the first must still be
+		// reported, not replaced by the second.
+		cp := newCheckedPair(t)
+		d := cp.a
+		d.checkSleep(false)
+		post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
+		d.checkSleep(true)
+		cp.run()
+		d.checkSleep(false)
+		cp.now += doorbellGrace / 4
+		post(d, 1, uapi.Desc{Opcode: uapi.OpNOP})
+		d.checkSleep(true)
+		cp.run()
+		cp.now += doorbellGrace
+		cp.run()
+		if v := only(t, d, 0, uapi.VioNoDoorbell); v.Index != 0 {
+			t.Fatalf("%v", v)
+		}
+	})
+	t.Run("a late doorbell counted before the engine slept again", func(t *testing.T) {
+		// The ring for command 0 is counted after the timer found it;
+		// the engine's next sleep takes a fresh count, which must not
+		// hide that ring from the suspicion.
+		cp := newCheckedPair(t)
+		d := cp.a
+		d.checkSleep(false)
+		post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
+		d.checkSleep(true)
+		d.count(uapi.CtrDoorbells, 1)
+		d.checkSleep(false)
+		cp.now += doorbellGrace + 1
+		post(d, 1, uapi.Desc{Opcode: uapi.OpNOP})
+		cp.run()
+		if n := violations(d); n != 0 {
+			t.Fatalf("a late doorbell was reported: %v", d.r.ReadViolations())
+		}
+	})
 	t.Run("no doorbell while the device slept", func(t *testing.T) {
 		cp := newCheckedPair(t)
 		d := cp.a
