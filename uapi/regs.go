@@ -124,6 +124,21 @@ const (
 	StateStopped = 2
 )
 
+// StateName names a STATE value as the inspection tools print it; a value
+// the ABI does not define is "unknown" (printed beside its number), never
+// hidden.
+func StateName(v uint64) string {
+	switch v {
+	case StateReset:
+		return "reset"
+	case StateRunning:
+		return "running"
+	case StateStopped:
+		return "stopped"
+	}
+	return "unknown"
+}
+
 // Feature bits in RegFeatures.
 const (
 	FeatIPUSH     = 1 << 0 // IPUSH with the AMT

@@ -69,7 +69,7 @@ func Read(name string, region []byte) (Device, error) {
 		features = []string{}
 	}
 	return Device{
-		Name: name, Node: r.Load64(uapi.RegNodeID), State: stateName(r.Load64(uapi.RegState)),
+		Name: name, Node: r.Load64(uapi.RegNodeID), State: strings.ToUpper(uapi.StateName(r.Load64(uapi.RegState))),
 		ABIVersion: uapi.ABIVersion, Features: features,
 		MTU: g.MTU, MaxInflight: r.Load64(uapi.RegMaxInflight),
 		CmdqEntries: g.CmdqEntries, StatqEntries: g.StatqEntries, AMTEntries: g.AMTEntries, AMTATEntries: g.AMTATEntries,
@@ -77,18 +77,6 @@ func Read(name string, region []byte) (Device, error) {
 		PageSize: g.PageSize, ProcsPerNode: r.Load64(uapi.RegProcsPerNode), Vectors: r.Load64(uapi.RegVectors),
 		Violations: r.Counter(uapi.CtrViolations),
 	}, nil
-}
-
-func stateName(s uint64) string {
-	switch s {
-	case uapi.StateReset:
-		return "RESET"
-	case uapi.StateRunning:
-		return "RUNNING"
-	case uapi.StateStopped:
-		return "STOPPED"
-	}
-	return fmt.Sprintf("STATE(%d)", s)
 }
 
 // List describes every device a daemon serves in dir (its node*.sock),

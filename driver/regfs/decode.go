@@ -45,19 +45,6 @@ func featuresText(v uint64) string {
 	return "none"
 }
 
-// stateText names a STATE value.
-func stateText(v uint64) string {
-	switch v {
-	case uapi.StateReset:
-		return "reset"
-	case uapi.StateRunning:
-		return "running"
-	case uapi.StateStopped:
-		return "stopped"
-	}
-	return "unknown"
-}
-
 // magicText shows the magic's bytes as ASCII ("DIMMNET1" when right).
 func magicText(v uint64) string {
 	b := make([]byte, 8)
@@ -212,7 +199,7 @@ func valueText(off uint32, v uint64) string {
 	case kindFeat:
 		return fmt.Sprintf("%#x %s", v, featuresText(v))
 	case kindState:
-		return fmt.Sprintf("%d %s", v, stateText(v))
+		return fmt.Sprintf("%d %s", v, uapi.StateName(v))
 	case kindBool:
 		n := boolNames[off]
 		if v <= 1 {

@@ -33,7 +33,7 @@ func Snap(name string, region []byte) (Stat, error) {
 		return Stat{}, fmt.Errorf("regfs: %s: %w", name, err)
 	}
 	r := uapi.Region(region)
-	s := Stat{Name: name, Node: r.Load64(uapi.RegNodeID), State: stateText(r.Load64(uapi.RegState)), Time: time.Now(),
+	s := Stat{Name: name, Node: r.Load64(uapi.RegNodeID), State: uapi.StateName(r.Load64(uapi.RegState)), Time: time.Now(),
 		Registers: map[string]uint64{}, Counters: map[string]uint64{}, Trace: map[string]uint64{}, Violations: []string{}}
 	for _, reg := range uapi.Registers {
 		s.Registers[reg.Name] = r.Load64(reg.Off)

@@ -46,7 +46,7 @@ func writeStat(w io.Writer, name string, region []byte, snap *Stat) error {
 		fmt.Fprintf(bw, "  %-*s  %s  %s\n", statWidth, name, a, val)
 	}
 	fmt.Fprintf(bw, "%s: dimmnet node %d, ABI %d, %s\n", name, r.Load64(uapi.RegNodeID),
-		r.Load64(uapi.RegABIVersion), stateText(r.Load64(uapi.RegState)))
+		r.Load64(uapi.RegABIVersion), uapi.StateName(r.Load64(uapi.RegState)))
 	fmt.Fprintln(bw, "registers")
 	for _, reg := range uapi.Registers {
 		line(reg.Name, reg.Access, registerText(r, reg))

@@ -395,7 +395,7 @@ func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname,
 			return nil, nil, err
 		}
 	}
-	key, err := KeyFor(keyFile)
+	key, err := auth.LoadOptionalKey(keyFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -499,18 +499,6 @@ func daemonPorts(ns netns.NsHandle, kind string, payload int, peersFile, ifname,
 		return auth.Keyed(p, key) // last, so faults act on the frames as the medium carries them
 	}
 	return wrapped, cleanup, nil
-}
-
-// KeyFor loads the pre-shared key of --key, or nil without one.
-func KeyFor(path string) (*auth.Key, error) {
-	if path == "" {
-		return nil, nil
-	}
-	k, err := auth.LoadKey(path)
-	if err != nil {
-		return nil, fmt.Errorf("--key: %w", err)
-	}
-	return &k, nil
 }
 
 // serveLink describes the daemon's link for `dimmnet devices`: its kind

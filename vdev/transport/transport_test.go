@@ -132,8 +132,8 @@ func TestTimeoutGraceBackoffUnreachable(t *testing.T) {
 	if e := tx.Expire(now, pass+GracePasses); e != TimedOut {
 		t.Fatalf("after the grace: %v, want TimedOut", e)
 	}
-	if got := resent(tx, now); !eq(got, []uint32{1, 3}) {
-		t.Fatalf("timeout resent %v, want [1 3] (2 was placed)", got)
+	if got := resent(tx, now); !eq(got, []uint32{1}) {
+		t.Fatalf("timeout resent %v, want [1] (the oldest the receiver lacks)", got)
 	}
 	if tx.RTO() <= rto {
 		t.Fatalf("interval %d did not grow from %d", tx.RTO(), rto)
@@ -447,8 +447,13 @@ func TestPeerWatchedTimeoutsNeverUnreachable(t *testing.T) {
 		if last == TimedOut {
 			timeouts++
 		}
-		if got := resent(tx, now); !eq(got, []uint32{1, 2}) {
-			t.Fatalf("timeout %d resent %v, want [1 2]", timeouts, got)
+		// F-RTO: the oldest alone, then (no ACK answered it) all.
+		want := []uint32{1}
+		if timeouts%2 == 0 {
+			want = []uint32{1, 2}
+		}
+		if got := resent(tx, now); !eq(got, want) {
+			t.Fatalf("timeout %d resent %v, want %v", timeouts, got, want)
 		}
 	}
 	if timeouts != 10 {
@@ -527,4 +532,70 @@ func TestLeftAtLongAgoTimesOut(t *testing.T) {
 	if e != TimedOut {
 		t.Fatalf("Expire: %v, want TimedOut", e)
 	}
+}
+
+// A timeout resends only the oldest packet the receiver lacks (F-RTO,
+// RFC 5682); the ACK answering it decides for the rest of the flight.
+func TestTimeoutResendsOldestThenDecides(t *testing.T) {
+	timeout := func(tx *Tx) []uint32 {
+		t.Helper()
+		now := tx.Deadline()
+		e := tx.Expire(now, 1)
+		for p := uint64(2); e == Waiting || e == Probed; p++ {
+			if e == Probed {
+				resent(tx, now)
+				now = tx.Deadline()
+			}
+			e = tx.Expire(now, p)
+		}
+		if e != TimedOut {
+			t.Fatalf("Expire: %v, want TimedOut", e)
+		}
+		return resent(tx, now)
+	}
+	t.Run("spurious: the flight was on its way", func(t *testing.T) {
+		tx, book := newTx(64)
+		sendN(tx, 8, 0)
+		if got := timeout(tx); !eq(got, []uint32{1}) {
+			t.Fatalf("timeout resent %v, want [1]", got)
+		}
+		tx.Ack(8, tx.Deadline()-1) // the originals arrived: nothing more goes
+		if tx.Resending() || book.Resends != 0 || tx.Unacked() != 0 {
+			t.Fatalf("after the ACK of all: resending %v, book %+v, unacked %d", tx.Resending(), *book, tx.Unacked())
+		}
+	})
+	t.Run("partly on its way", func(t *testing.T) {
+		tx, _ := newTx(64)
+		sendN(tx, 8, 0)
+		timeout(tx)
+		tx.Ack(3, tx.Deadline()-1) // more than the resent packet: alive
+		if tx.Resending() {
+			t.Fatalf("a flight shown alive was resent: %v", resent(tx, 0))
+		}
+	})
+	t.Run("lost: only the resent packet arrived", func(t *testing.T) {
+		tx, _ := newTx(64)
+		sendN(tx, 5, 0)
+		tx.Gap(1, 5, 1<<2, 0) // 4 placed ahead
+		resent(tx, 0)         // the gap's resends: 1, 2, 3, 5
+		if got := timeout(tx); !eq(got, []uint32{1}) {
+			t.Fatalf("timeout resent %v, want [1]", got)
+		}
+		sendN(tx, 1, tx.Deadline()-2) // 6, sent after the timeout: not the lost flight's
+		tx.Ack(1, tx.Deadline()-1)
+		var n [CauseProbe + 1]int
+		var got []uint32
+		n, _ = tx.Resend(tx.Deadline()-1, func(seq uint32) error { got = append(got, seq); return nil })
+		if !eq(got, []uint32{2, 3, 5}) || n[CauseTimeout] != 3 {
+			t.Fatalf("after the ACK of 1 alone: resent %v (causes %v), want [2 3 5] for the timeout (4 placed, 6 new)", got, n)
+		}
+	})
+	t.Run("no answer: the next timeout resends all", func(t *testing.T) {
+		tx, _ := newTx(64)
+		sendN(tx, 3, 0)
+		timeout(tx)
+		if got := timeout(tx); !eq(got, []uint32{1, 2, 3}) {
+			t.Fatalf("second timeout resent %v, want [1 2 3]", got)
+		}
+	})
 }

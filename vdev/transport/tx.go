@@ -112,6 +112,15 @@ type Tx struct {
 	// makes progress.
 	probeAt int64
 	probed  bool
+	// Spurious-timeout detection (F-RTO, RFC 5682): a timeout resends
+	// only the oldest packet the receiver lacks (frtoSeq), and the ACK
+	// that answers it decides for the rest of the flight (up to
+	// frtoEnd): one acknowledging more than that packet shows the flight
+	// was on its way (an engine off its core past the RTO, the common
+	// timeout here), one acknowledging exactly it shows the rest was
+	// lost too, and they go again. A second timeout goes back at once.
+	frto             bool
+	frtoSeq, frtoEnd uint32
 }
 
 // NewTx starts a sending session under epoch (a clock reading, so a
@@ -226,6 +235,20 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	}
 	t.pkts = t.pkts[:copy(t.pkts, t.pkts[n:])] // in place: no allocation per ACK
 	t.acked = ack
+	if t.frto && int32(ack-t.frtoSeq) >= 0 {
+		t.frto = false
+		if ack == t.frtoSeq {
+			// Only the resent packet arrived: the flight behind it was lost.
+			for i := range t.pkts {
+				if seq := ack + 1 + uint32(i); int32(seq-t.frtoEnd) > 0 {
+					break
+				}
+				if p := &t.pkts[i]; !p.sacked && p.lost == 0 {
+					t.mark(p, CauseTimeout)
+				}
+			}
+		}
+	}
 	t.backoff, t.timeouts, t.heldSince = MinBackoff, 0, 0
 	t.probed = false
 	if len(t.pkts) == 0 {
@@ -435,10 +458,30 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 		return Unreachable
 	}
 	t.backoff = min(2*t.RTO(), MaxBackoff)
-	t.goBackAll(CauseTimeout)
+	t.timedOut()
 	t.arm(now+t.RTO(), false)
 	t.probeAt = 0
 	return TimedOut
+}
+
+// timedOut marks what a timeout resends: the oldest packet the receiver
+// lacks, the rest waiting for the ACK that answers it (F-RTO, see Tx); a
+// timeout during that wait, which no ACK answered, marks everything.
+func (t *Tx) timedOut() {
+	if t.frto {
+		t.frto = false
+		t.goBackAll(CauseTimeout)
+		return
+	}
+	for i := range t.pkts {
+		if p := &t.pkts[i]; !p.sacked {
+			if p.lost == 0 {
+				t.mark(p, CauseTimeout)
+			}
+			t.frto, t.frtoSeq, t.frtoEnd = true, t.acked+1+uint32(i), t.next-1
+			return
+		}
+	}
 }
 
 // Blocked notes that a new packet could not leave at now because the link

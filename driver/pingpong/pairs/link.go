@@ -37,18 +37,6 @@ type Link struct {
 	Check   bool   // checked devices (vdev.Config.Check)
 }
 
-// keyFor loads the pre-shared key file path; "" is no key (nil).
-func keyFor(path string) (*auth.Key, error) {
-	if path == "" {
-		return nil, nil
-	}
-	k, err := auth.LoadKey(path)
-	if err != nil {
-		return nil, fmt.Errorf("--key: %w", err)
-	}
-	return &k, nil
-}
-
 // ports builds the two devices' ports (nodes 1 and 2) on the chosen medium
 // and returns a cleanup that removes whatever was set up (namespace,
 // interfaces, capture file).
@@ -60,7 +48,7 @@ func (o Link) ports() (func(d *vdev.Device) (link.Port, error), func() error, er
 			return nil, nil, err
 		}
 	}
-	key, err := keyFor(o.Key)
+	key, err := auth.LoadOptionalKey(o.Key)
 	if err != nil {
 		return nil, nil, err
 	}

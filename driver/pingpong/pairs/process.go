@@ -244,7 +244,7 @@ func shmPair(dir string, payload int, keyFile string, check, bind bool) procPair
 // link and opens a driver on it (run to completion: the driver's thread
 // runs the device while it waits).
 func ShmDevice(dir string, node uint16, payload int, keyFile string, check bool) (*driver.Driver, func(), error) {
-	key, err := keyFor(keyFile)
+	key, err := auth.LoadOptionalKey(keyFile)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -76,6 +76,19 @@ func LoadKey(path string) (Key, error) {
 	return Key{secret: b}, nil
 }
 
+// LoadOptionalKey is LoadKey for a --key flag, which may be empty: "" is
+// no key (nil), an unauthenticated link.
+func LoadOptionalKey(path string) (*Key, error) {
+	if path == "" {
+		return nil, nil
+	}
+	k, err := LoadKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	return &k, nil
+}
+
 // NewKey makes a key from secret bytes (tests, and callers that hold the
 // secret elsewhere).
 func NewKey(secret []byte) (Key, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,5 +282,12 @@ func TestLoadKeyRefusesWeakFiles(t *testing.T) {
 	}
 	if _, err := LoadKey(write("good", "0123456789abcdef0123\n", 0o600)); err != nil {
 		t.Fatalf("good key: %v", err)
+	}
+	// The --key flag's form: empty is no key, a weak file is named.
+	if k, err := LoadOptionalKey(""); k != nil || err != nil {
+		t.Fatalf("no --key: %v, %v", k, err)
+	}
+	if _, err := LoadOptionalKey(dir + "/open"); !errors.Is(err, ErrKeyMode) || !strings.HasPrefix(err.Error(), "--key: ") {
+		t.Fatalf("world-readable --key: %v", err)
 	}
 }
