@@ -31,7 +31,6 @@ import (
 // its refusal fail one p never saw. Such a frame is counted in
 // DUPLICATES; a data frame's stale ACK is only ignored.
 func (d *Device) control(p *peer, h *wire.Header) {
-	now := d.now()
 	before := p.tx.Acked()
 	nack := h.Type == wire.TypeNack
 	if nack {
@@ -51,6 +50,13 @@ func (d *Device) control(p *peer, h *wire.Header) {
 			d.count(uapi.CtrDuplicates, 1)
 		}
 		return
+	}
+	// The clock only when something below uses it: a stream's receiver
+	// gets data frames repeating an ACK that moves nothing, and a clock
+	// read per frame was on its path.
+	var now int64
+	if nack || h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 || h.Flags&wire.FlagAckValid != 0 && p.tx.Advances(h.Ack) {
+		now = d.now()
 	}
 	if c := h.Code; nack && c != wire.NackRetry && c <= wire.NackRefusalMax {
 		// Only a refusal NACK's ACK field covers the refused packet (every

@@ -299,6 +299,26 @@ func (e *Engine) loop() {
 			d.running.Store(false)
 		}
 		if !work {
+			if timeout > watchNs {
+				// A driver's Pause leaves its port unparked when we look
+				// within watchNs. It stored drove before it reads away,
+				// and we store away before we read drove again: one of us
+				// sees the other, so a driver that drove since the look
+				// above either shortens this sleep or parks its port.
+				for _, d := range e.devs {
+					d.away.Store(true)
+				}
+				for _, d := range e.devs {
+					if d.drove.Load() {
+						timeout = watchNs
+					}
+				}
+				if timeout <= watchNs {
+					for _, d := range e.devs {
+						d.away.Store(false)
+					}
+				}
+			}
 			for _, d := range e.devs {
 				d.count(uapi.CtrSleeps, 1)
 			}
@@ -320,6 +340,7 @@ func (e *Engine) loop() {
 		}
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 0)
+			d.away.Store(false)
 			if d.parker != nil {
 				d.parker.Park(false)
 			}

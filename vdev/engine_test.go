@@ -117,3 +117,51 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// parkPeekPort is a parkPort that can say whether a frame waits, so its
+// engine really sleeps (without, it cannot tell and never does).
+type parkPeekPort struct {
+	parkPort
+	peek link.Peeker
+}
+
+func (p *parkPeekPort) Pending() bool { return p.peek.Pending() }
+
+// A wait's end (Pause) leaves the port unparked only while the engine
+// looks within its watch, and the engine parks it when it next sleeps;
+// a Pause while the engine sleeps for long parks it as Drive(false) does,
+// or a frame would wait for that whole sleep.
+func TestPausedDevicePort(t *testing.T) {
+	var port *parkPeekPort
+	d, _ := engineOnHub(t, func(p link.Port) link.Port {
+		port = &parkPeekPort{parkPort: parkPort{Port: p}, peek: p.(link.Peeker)}
+		return port
+	})
+	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
+
+	// Idle from the start, nobody drove: the engine's sleep is long.
+	waitUntil(t, "an idle engine away with its port parked", func() bool { return asleep() && d.away.Load() && port.parked.Load() })
+	d.Drive(true)
+	if port.parked.Load() {
+		t.Fatal("a driven device's port stays parked")
+	}
+	d.Pause()
+	if d.away.Load() && !port.parked.Load() {
+		t.Fatal("a pause while the engine sleeps for long left the port unparked: a frame would wait for that sleep")
+	}
+
+	// Driven across an engine sleep: the engine's next sleep is its watch.
+	d.Drive(true)
+	slept := d.r.Load64(uapi.CtrSleeps.Off())
+	waitUntil(t, "the engine asleep on its watch while the device is driven", func() bool {
+		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept && !d.away.Load()
+	})
+	d.Pause()
+	if d.away.Load() {
+		t.Skip("the engine went away between the look and the pause (a loaded machine): nothing to judge")
+	}
+	if port.parked.Load() {
+		t.Fatal("a pause while the engine watches parked the port: senders pay for it on every message")
+	}
+	waitUntil(t, "the engine parking the paused device's port when it next sleeps", func() bool { return asleep() && port.parked.Load() })
+}

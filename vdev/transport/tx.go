@@ -205,10 +205,16 @@ func (t *Tx) disarm() {
 	t.deadline, t.goBack, t.expiredPass, t.probeAt = 0, false, 0, 0
 }
 
+// Advances reports whether a cumulative ACK of ack would acknowledge
+// packets (Ack would return true): a caller reads the clock only then.
+func (t *Tx) Advances(ack uint32) bool {
+	return int32(ack-t.acked) > 0 && int32(ack-(t.next-1)) <= 0
+}
+
 // Ack applies a cumulative acknowledgement; it reports whether it
 // retired anything (an old one, or one for numbers never sent, does not).
 func (t *Tx) Ack(ack uint32, now int64) bool {
-	if int32(ack-t.acked) <= 0 || int32(ack-(t.next-1)) > 0 {
+	if !t.Advances(ack) {
 		return false
 	}
 	n := int(ack - t.acked)
