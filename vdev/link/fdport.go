@@ -45,15 +45,13 @@ type mmsghdr struct {
 // Recv hands them out one by one (the caller owns each until Release) and
 // the next call refills the slots handed out from the free list.
 type rxRing struct {
-	bufs      [rxBatch][]byte
-	iov       [rxBatch]unix.Iovec
-	msgs      [rxBatch]mmsghdr
-	names     [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
-	nameLen   uint32                       // recvfrom's source length
-	n, i      int                          // frames the last call brought, next one to hand out
-	left      atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
-	short     bool                         // the last call brought fewer than asked: the socket was empty then
-	streaming bool                         // frames keep coming: the next call is a recvmmsg
+	bufs  [rxBatch][]byte
+	iov   [rxBatch]unix.Iovec
+	msgs  [rxBatch]mmsghdr
+	names [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
+	n, i  int                          // frames the last call brought, next one to hand out
+	left  atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
+	short bool                         // the last call brought fewer than asked: the socket was empty then
 }
 
 // txVec is the message SendVec hands the kernel: head and payload.
@@ -236,11 +234,12 @@ func (p *fdPort) Recv() []byte {
 	return nil
 }
 
-// recvBatch refills the ring's empty slots and receives into them; false
-// when the socket was empty. The first call after the socket was seen empty
-// takes one frame with recvfrom (a lone frame, a ping-pong's, costs no
-// more than before batching; recvmmsg costs it more here); the calls that
-// follow while frames keep coming take up to rxBatch with one recvmmsg.
+// recvBatch refills the ring's empty slots and receives into them with
+// one recvmmsg; false when the socket was empty. A call that brings fewer
+// frames than it asked for has seen the socket empty, so a lone frame (a
+// ping-pong's) costs this one system call: the Recv after it returns nil
+// without another (an empty recvmmsg after a recvfrom was one system
+// call more per message).
 func (p *fdPort) recvBatch() bool {
 	r := &p.rx
 	for i := range r.bufs {
@@ -258,34 +257,19 @@ func (p *fdPort) recvBatch() bool {
 	}
 	r.i, r.n = 0, 0
 	for {
-		var got uintptr
-		var errno unix.Errno
-		if r.streaming {
-			got, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
-		} else {
-			b := r.bufs[0]
-			r.nameLen = unix.SizeofSockaddrAny
-			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC,
-				uintptr(unsafe.Pointer(&r.names[0])), uintptr(unsafe.Pointer(&r.nameLen)))
-			if errno == 0 {
-				r.msgs[0].n = uint32(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
-				got = 1
-			}
-		}
+		got, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
 			r.n = int(got)
 			r.left.Store(r.n > 0)
-			r.short = r.streaming && r.n < rxBatch
-			if r.short || r.n == 0 {
+			r.short = r.n < rxBatch
+			if r.short {
 				p.sawEmpty()
 			}
-			r.streaming = !r.short
 			return r.n > 0
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			r.streaming = false
 			p.sawEmpty()
 			return false
 		}
