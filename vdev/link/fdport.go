@@ -45,13 +45,15 @@ type mmsghdr struct {
 // Recv hands them out one by one (the caller owns each until Release) and
 // the next call refills the slots handed out from the free list.
 type rxRing struct {
-	bufs  [rxBatch][]byte
-	iov   [rxBatch]unix.Iovec
-	msgs  [rxBatch]mmsghdr
-	names [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
-	n, i  int                          // frames the last call brought, next one to hand out
-	left  atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
-	short bool                         // the last call brought fewer than asked: the socket was empty then
+	bufs      [rxBatch][]byte
+	iov       [rxBatch]unix.Iovec
+	msgs      [rxBatch]mmsghdr
+	names     [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
+	n, i      int                          // frames the last call brought, next one to hand out
+	left      atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
+	short     bool                         // the last call brought fewer than asked: the socket was empty then
+	streaming bool                         // frames keep coming: the next call is a recvmmsg
+	nameLen   uint32                       // recvfrom's source length
 }
 
 // waitSlot is the frame a socket port's WaitFrame took with one blocking
@@ -283,12 +285,11 @@ func (p *fdPort) accept(b []byte, n int, trunc bool, from *unix.RawSockaddrAny) 
 	return f
 }
 
-// recvBatch refills the ring's empty slots and receives into them with
-// one recvmmsg; false when the socket was empty. A call that brings fewer
-// frames than it asked for has seen the socket empty, so a lone frame (a
-// ping-pong's) costs this one system call: the Recv after it returns nil
-// without another (an empty recvmmsg after a recvfrom was one system
-// call more per message).
+// recvBatch refills the ring's empty slots and receives into them; false
+// when the socket was empty. The first call after the socket was seen empty
+// takes one frame with recvfrom (a lone frame, a ping-pong's, costs no
+// more than before batching; recvmmsg costs it more here); the calls that
+// follow while frames keep coming take up to rxBatch with one recvmmsg.
 func (p *fdPort) recvBatch() bool {
 	r := &p.rx
 	for i := range r.bufs {
@@ -306,19 +307,34 @@ func (p *fdPort) recvBatch() bool {
 	}
 	r.i, r.n = 0, 0
 	for {
-		got, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
+		var got uintptr
+		var errno unix.Errno
+		if r.streaming {
+			got, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
+		} else {
+			b := r.bufs[0]
+			r.nameLen = unix.SizeofSockaddrAny
+			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC,
+				uintptr(unsafe.Pointer(&r.names[0])), uintptr(unsafe.Pointer(&r.nameLen)))
+			if errno == 0 {
+				r.msgs[0].n = uint32(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
+				got = 1
+			}
+		}
 		switch errno {
 		case 0:
 			r.n = int(got)
 			r.left.Store(r.n > 0)
-			r.short = r.n < rxBatch
-			if r.short {
+			r.short = r.streaming && r.n < rxBatch
+			if r.short || r.n == 0 {
 				p.sawEmpty()
 			}
+			r.streaming = !r.short
 			return r.n > 0
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			r.streaming = false
 			p.sawEmpty()
 			return false
 		}
@@ -377,9 +393,11 @@ func (p *fdPort) readable() bool {
 	return errno != unix.EAGAIN
 }
 
-// WaitFrame blocks the calling thread in ppoll until the descriptor is
-// readable or timeoutNs passes (link.FrameWaiter). Close waits for it, so
-// callers bound timeoutNs (a millisecond).
+// WaitFrame blocks the calling thread until a frame waits or timeoutNs
+// passes (link.FrameWaiter): on a socket with one blocking recvfrom that
+// keeps the frame (waitRecv), on a TAP (or a bound under 1 µs, which
+// SO_RCVTIMEO cannot say) in ppoll. Close waits for it, so callers bound
+// timeoutNs (a millisecond).
 func (p *fdPort) WaitFrame(timeoutNs int64) bool {
 	if p.rx.left.Load() || p.slot.ready.Load() {
 		return true // taken by the last batch or wait, not handed out yet

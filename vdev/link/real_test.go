@@ -702,8 +702,8 @@ func TestUDPWaitFrame(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // all three at the socket
 	// The wait took the first frame itself (its blocking recvfrom) and
 	// the Recv after it says nil without a system call, as after a short
-	// batch; the next takes a batch of the other two (recvmmsg) and hands
-	// out one: the third stays in the port with the socket empty.
+	// batch; the next look takes one frame (recvfrom), and the third
+	// stays at the socket for the next wait, which returns at once.
 	for i, want := range []int{0, -1, 1} {
 		f := b.Recv()
 		if want < 0 {
@@ -718,7 +718,7 @@ func TestUDPWaitFrame(t *testing.T) {
 		b.Release(f)
 	}
 	if !w.WaitFrame(int64(5 * time.Second)) {
-		t.Fatal("WaitFrame blocked on the socket while the port's batch held a frame")
+		t.Fatal("WaitFrame did not report the frame waiting at the socket")
 	}
 	f := b.Recv()
 	if f == nil || f[14] != 2 {
