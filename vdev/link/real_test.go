@@ -747,3 +747,51 @@ func TestFrameWaiterOfHub(t *testing.T) {
 		t.Fatal("a hub port claims to block on a descriptor")
 	}
 }
+
+// A frame the wait takes itself (its blocking recvfrom) goes through the
+// same checks as one a batch takes: a datagram from an address the peers
+// file does not give its source is dropped and counted as spoofed, one
+// longer than the MTU as dropped, and the genuine frame after them comes
+// through whole.
+func TestUDPWaitFrameScreens(t *testing.T) {
+	a, b, bAddr := udpPairAt(t, 64)
+	w := link.FrameWaiterOf(b)
+	stranger, err := net.Dial("udp", bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	spoof := frame(a, b.MAC(), uint16(wire.EtherType), []byte("spoofed"))
+	if _, err := stranger.Write(spoof); err != nil {
+		t.Fatal(err)
+	}
+	long := frame(a, b.MAC(), uint16(wire.EtherType), make([]byte, 100))
+	if _, err := stranger.Write(long); err != nil {
+		t.Fatal(err)
+	}
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("genuine")))
+	sc := b.(link.Screener)
+	dc := b.(link.DropCounter)
+	var got []byte
+	for end := time.Now().Add(5 * time.Second); got == nil && time.Now().Before(end); {
+		if !w.WaitFrame(int64(time.Millisecond)) {
+			continue
+		}
+		for f := b.Recv(); f != nil; f = b.Recv() {
+			if got != nil {
+				t.Fatalf("a second frame came through: %q", f[14:])
+			}
+			got = append([]byte(nil), f...)
+			b.Release(f)
+		}
+	}
+	if got == nil || string(got[14:]) != "genuine" {
+		t.Fatalf("got %q, want the genuine frame", got)
+	}
+	if n := sc.Screened().Spoofed; n != 1 {
+		t.Errorf("spoofed %d, want 1", n)
+	}
+	if n := dc.Dropped(); n != 1 {
+		t.Errorf("dropped %d, want 1 (the datagram longer than the MTU)", n)
+	}
+}
