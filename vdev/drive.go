@@ -78,15 +78,17 @@ func (d *Device) Drive(on bool) {
 // frame that comes while the driver is away now waits for its next look
 // or the engine's watch (at most watchNs) instead of signalling. A driver
 // that is about to sleep, or stop looking for long, calls Drive(false).
+// A port the driver blocks on (link.FrameWaiter) is not peeked at here,
+// as Drive(false) does: see below.
 func (d *Device) Pause() {
-	if d.parker == nil || d.away.Load() {
+	if d.parker != nil && d.away.Load() {
 		d.Drive(false)
 		return
 	}
 	if d.driven.Add(-1) > 0 {
 		return
 	}
-	if d.away.Load() {
+	if d.parker != nil && d.away.Load() {
 		// The engine went to sleep for long since the look above: park as
 		// Drive(false) does (driven is cleared, so it may park it too).
 		if d.r.Load64(uapi.RegDevSleep) != 0 {
@@ -96,7 +98,11 @@ func (d *Device) Pause() {
 	for !d.running.CompareAndSwap(false, true) {
 		runtime.Gosched()
 	}
-	urgent := d.urgent()
+	// A port the driver blocks on is not looked at: a peek there is a
+	// system call on every message's path, and a frame waiting now is
+	// the driver's next wait's (its ppoll returns at once) or, if it does
+	// not come back, the port watcher's notice or the engine's watch.
+	urgent := d.urgentBesidesPort() || d.waiter == nil && d.portReady()
 	d.running.Store(false)
 	if urgent {
 		d.wakeEngine()

@@ -49,11 +49,32 @@ type rxRing struct {
 	iov       [rxBatch]unix.Iovec
 	msgs      [rxBatch]mmsghdr
 	names     [rxBatch]unix.RawSockaddrAny // each frame's source, for a port that screens senders
-	nameLen   uint32                       // recvfrom's source length
 	n, i      int                          // frames the last call brought, next one to hand out
 	left      atomic.Bool                  // i < n, for WaitFrame on another goroutine than Recv's
 	short     bool                         // the last call brought fewer than asked: the socket was empty then
 	streaming bool                         // frames keep coming: the next call is a recvmmsg
+	nameLen   uint32                       // recvfrom's source length
+}
+
+// waitSlot is the frame a socket port's WaitFrame took with one blocking
+// recvfrom, which the next Recv hands out before anything else: a wait
+// that ppoll'd and then received cost two system calls where the raw
+// ping-pong's blocking recvfrom costs one. WaitFrame writes it only while
+// ready is false, on one goroutine at a time (busy), and publishes it by
+// storing ready; Recv (under the device's run flag) takes it and clears
+// ready.
+type waitSlot struct {
+	buf     []byte
+	n       int // the datagram's length (MSG_TRUNC: longer than the MTU when truncated)
+	name    unix.RawSockaddrAny
+	nameLen uint32
+	ready   atomic.Bool
+	busy    atomic.Bool
+	timeout int64 // ns of SO_RCVTIMEO now set on the socket (0: none yet)
+	// after says the frame handed out was the slot's: the Recv after it
+	// returns nil without a system call (the socket was empty when the
+	// wait began; a burst's next pass looks with recvmmsg)
+	after bool
 }
 
 // txVec is the message SendVec hands the kernel: head and payload.
@@ -90,8 +111,9 @@ type fdPort struct {
 	conn   io.Closer
 
 	frames frames
-	rx     rxRing // kindSocket only
-	tx     txVec  // SendVec's message, kept so a send allocates nothing
+	rx     rxRing   // kindSocket only
+	slot   waitSlot // kindSocket only: the frame a blocking WaitFrame received
+	tx     txVec    // SendVec's message, kept so a send allocates nothing
 
 	notify  atomic.Pointer[func()]
 	refs    atomic.Int32 // raw system calls in progress on fd
@@ -102,6 +124,9 @@ type fdPort struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	waitFn  func(uintptr) bool // made once: parking allocates nothing
+	// blockRecv: the socket is in blocking mode, so WaitFrame receives
+	// the frame it waits for (waitSlot)
+	blockRecv bool
 
 	dropped atomic.Uint64
 	// screen, when set, judges each received frame by its source address
@@ -118,6 +143,10 @@ func (p *fdPort) init() {
 	p.drained = make(chan struct{}, 1)
 	p.done = make(chan struct{})
 	p.waitFn = func(uintptr) bool { return p.closed.Load() || p.readable() }
+	// Every system call on a socket port says MSG_DONTWAIT but WaitFrame's
+	// recvfrom, which blocks (bounded by SO_RCVTIMEO); a TAP keeps
+	// O_NONBLOCK (its read has no flags).
+	p.blockRecv = p.kind == kindSocket && unix.SetNonblock(p.fd, false) == nil
 	p.wg.Add(1)
 	go p.watch()
 }
@@ -199,34 +228,32 @@ func (p *fdPort) Recv() []byte {
 	}
 	r := &p.rx
 	for range maxRecvTries {
+		if p.slot.ready.Load() {
+			w := &p.slot
+			b := w.buf
+			w.buf = nil
+			w.after = true
+			w.ready.Store(false)
+			if f := p.accept(b, w.n, false, &w.name); f != nil {
+				return f
+			}
+			continue
+		}
 		if r.i < r.n {
 			i := r.i
 			r.i++
-			b, m := r.bufs[i], &r.msgs[i]
-			r.bufs[i] = nil
-			n := int(m.n)
-			if m.hdr.Flags&unix.MSG_TRUNC != 0 || n > p.mtu || n < 14 {
-				p.dropped.Add(1)
-				p.Release(b)
-				continue
-			}
 			if r.i == r.n {
 				r.left.Store(false)
 			}
-			f := b[:n]
-			if p.forOther(f) {
-				p.dropped.Add(1)
-				p.Release(b)
-				continue
+			b, m := r.bufs[i], &r.msgs[i]
+			r.bufs[i] = nil
+			if f := p.accept(b, int(m.n), m.hdr.Flags&unix.MSG_TRUNC != 0, &r.names[i]); f != nil {
+				return f
 			}
-			if p.screen != nil && !p.screen(f, &r.names[i]) {
-				p.Release(b)
-				continue
-			}
-			return f
+			continue
 		}
-		if r.short {
-			r.short = false
+		if r.short || p.slot.after {
+			r.short, p.slot.after = false, false
 			return nil
 		}
 		if !p.recvBatch() {
@@ -234,6 +261,28 @@ func (p *fdPort) Recv() []byte {
 		}
 	}
 	return nil
+}
+
+// accept returns a received datagram of n bytes in b as a frame, or nil
+// (b released) for one the port drops: truncated, a runt, for another
+// station, or refused by the screen (which counts it).
+func (p *fdPort) accept(b []byte, n int, trunc bool, from *unix.RawSockaddrAny) []byte {
+	if trunc || n > p.mtu || n < 14 {
+		p.dropped.Add(1)
+		p.Release(b)
+		return nil
+	}
+	f := b[:n]
+	if p.forOther(f) {
+		p.dropped.Add(1)
+		p.Release(b)
+		return nil
+	}
+	if p.screen != nil && !p.screen(f, from) {
+		p.Release(b)
+		return nil
+	}
+	return f
 }
 
 // recvBatch refills the ring's empty slots and receives into them; false
@@ -344,17 +393,25 @@ func (p *fdPort) readable() bool {
 	return errno != unix.EAGAIN
 }
 
-// WaitFrame blocks the calling thread in ppoll until the descriptor is
-// readable or timeoutNs passes (link.FrameWaiter). Close waits for it, so
-// callers bound timeoutNs (a millisecond).
+// WaitFrame blocks the calling thread until a frame waits or timeoutNs
+// passes (link.FrameWaiter): on a socket with one blocking recvfrom that
+// keeps the frame (waitRecv), on a TAP (or a bound under 1 µs, which
+// SO_RCVTIMEO cannot say) in ppoll. Close waits for it, so callers bound
+// timeoutNs (a millisecond).
 func (p *fdPort) WaitFrame(timeoutNs int64) bool {
-	if p.rx.left.Load() {
-		return true // taken by the last batch, not handed out yet
+	if p.rx.left.Load() || p.slot.ready.Load() {
+		return true // taken by the last batch or wait, not handed out yet
 	}
 	if !p.acquire() {
 		return false
 	}
 	defer p.release()
+	if p.blockRecv && timeoutNs >= 1000 && p.slot.busy.CompareAndSwap(false, true) {
+		defer p.slot.busy.Store(false)
+		if arrived, ok := p.waitRecv(timeoutNs); ok {
+			return arrived
+		}
+	}
 	ts := unix.NsecToTimespec(max(timeoutNs, 0))
 	pfd := [1]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
 	for {
@@ -367,13 +424,43 @@ func (p *fdPort) WaitFrame(timeoutNs int64) bool {
 	}
 }
 
+// waitRecv is WaitFrame on a blocking socket: one recvfrom that blocks up
+// to timeoutNs (SO_RCVTIMEO, set again only when the bound changes) and
+// keeps what it received in the slot. ok is false when it could not set
+// the bound: the caller ppolls instead.
+func (p *fdPort) waitRecv(timeoutNs int64) (arrived, ok bool) {
+	w := &p.slot
+	if w.timeout != timeoutNs {
+		tv := unix.NsecToTimeval(timeoutNs)
+		if unix.SetsockoptTimeval(p.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) != nil {
+			return false, false
+		}
+		w.timeout = timeoutNs
+	}
+	if w.buf == nil {
+		w.buf = p.Buffer()[:p.mtu]
+	}
+	w.nameLen = unix.SizeofSockaddrAny
+	got, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&w.buf[0])), uintptr(len(w.buf)), unix.MSG_TRUNC,
+		uintptr(unsafe.Pointer(&w.name)), uintptr(unsafe.Pointer(&w.nameLen)))
+	switch errno {
+	case 0:
+		w.n = int(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
+		w.ready.Store(true)
+		return true, true
+	case unix.EAGAIN, unix.EINTR:
+		return false, true // the bound passed, or a signal: the caller's pass looks at the timers
+	}
+	return true, true // a socket error (an ICMP report) waits: Recv's recvmmsg consumes it
+}
+
 // WaitsFrames is true: a kernel descriptor can be blocked on.
 func (p *fdPort) WaitsFrames() bool { return true }
 
 // Pending reports whether a frame waits, for the engine's last look before
 // it sleeps. Seeing the descriptor empty re-arms the watcher.
 func (p *fdPort) Pending() bool {
-	if p.rx.i < p.rx.n {
+	if p.rx.i < p.rx.n || p.slot.ready.Load() {
 		return true // received, not handed out yet
 	}
 	if !p.acquire() {

@@ -700,18 +700,25 @@ func TestUDPWaitFrame(t *testing.T) {
 		t.Fatal("WaitFrame ended without the frames sent")
 	}
 	time.Sleep(20 * time.Millisecond) // all three at the socket
-	// The first receive takes one frame (recvfrom), the second a batch of
-	// the other two (recvmmsg) and hands out one: the third stays in the
-	// port with the socket empty.
-	for i := range 2 {
+	// The wait took the first frame itself (its blocking recvfrom) and
+	// the Recv after it says nil without a system call, as after a short
+	// batch; the next look takes one frame (recvfrom), and the third
+	// stays at the socket for the next wait, which returns at once.
+	for i, want := range []int{0, -1, 1} {
 		f := b.Recv()
-		if f == nil || f[14] != byte(i) {
-			t.Fatalf("frame %d: got %x", i, f)
+		if want < 0 {
+			if f != nil {
+				t.Fatalf("receive %d: got %x, want nil after the wait's frame", i, f)
+			}
+			continue
+		}
+		if f == nil || f[14] != byte(want) {
+			t.Fatalf("receive %d: got %x, want frame %d", i, f, want)
 		}
 		b.Release(f)
 	}
 	if !w.WaitFrame(int64(5 * time.Second)) {
-		t.Fatal("WaitFrame blocked on the socket while the port's batch held a frame")
+		t.Fatal("WaitFrame did not report the frame waiting at the socket")
 	}
 	f := b.Recv()
 	if f == nil || f[14] != 2 {
@@ -738,5 +745,53 @@ func TestFrameWaiterOfHub(t *testing.T) {
 	defer p.Close()
 	if link.FrameWaiterOf(p) != nil {
 		t.Fatal("a hub port claims to block on a descriptor")
+	}
+}
+
+// A frame the wait takes itself (its blocking recvfrom) goes through the
+// same checks as one a batch takes: a datagram from an address the peers
+// file does not give its source is dropped and counted as spoofed, one
+// longer than the MTU as dropped, and the genuine frame after them comes
+// through whole.
+func TestUDPWaitFrameScreens(t *testing.T) {
+	a, b, bAddr := udpPairAt(t, 64)
+	w := link.FrameWaiterOf(b)
+	stranger, err := net.Dial("udp", bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	spoof := frame(a, b.MAC(), uint16(wire.EtherType), []byte("spoofed"))
+	if _, err := stranger.Write(spoof); err != nil {
+		t.Fatal(err)
+	}
+	long := frame(a, b.MAC(), uint16(wire.EtherType), make([]byte, 100))
+	if _, err := stranger.Write(long); err != nil {
+		t.Fatal(err)
+	}
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("genuine")))
+	sc := b.(link.Screener)
+	dc := b.(link.DropCounter)
+	var got []byte
+	for end := time.Now().Add(5 * time.Second); got == nil && time.Now().Before(end); {
+		if !w.WaitFrame(int64(time.Millisecond)) {
+			continue
+		}
+		for f := b.Recv(); f != nil; f = b.Recv() {
+			if got != nil {
+				t.Fatalf("a second frame came through: %q", f[14:])
+			}
+			got = append([]byte(nil), f...)
+			b.Release(f)
+		}
+	}
+	if got == nil || string(got[14:]) != "genuine" {
+		t.Fatalf("got %q, want the genuine frame", got)
+	}
+	if n := sc.Screened().Spoofed; n != 1 {
+		t.Errorf("spoofed %d, want 1", n)
+	}
+	if n := dc.Dropped(); n != 1 {
+		t.Errorf("dropped %d, want 1 (the datagram longer than the MTU)", n)
 	}
 }
