@@ -157,49 +157,48 @@ type endpoint struct {
 
 	// Spent operations kept for the next ones: a message costs no garbage
 	// (a collection's assists and workers stall the caller's thread).
-	txFree []*txOp
-	rxFree []*recvOp
+	txPool pool[txOp]
+	rxPool pool[recvOp]
 }
 
 // poolMax bounds each free list: what a burst left beyond it goes to the
 // collector.
 const poolMax = 256
 
-// newTx returns a zeroed transmit operation.
-func (e *endpoint) newTx() *txOp {
-	if n := len(e.txFree); n > 0 {
-		op := e.txFree[n-1]
-		e.txFree = e.txFree[:n-1]
-		return op
+// pool is a bounded free list of one kind of operation: what a burst
+// left beyond poolMax goes to the collector.
+type pool[T any] struct{ free []*T }
+
+// get returns a zeroed operation.
+func (p *pool[T]) get() *T {
+	if n := len(p.free); n > 0 {
+		x := p.free[n-1]
+		p.free = p.free[:n-1]
+		return x
 	}
-	return new(txOp)
+	return new(T)
 }
 
-// freeTx keeps an operation nothing refers to any more.
-func (e *endpoint) freeTx(op *txOp) {
-	if len(e.txFree) < poolMax {
-		*op = txOp{}
-		e.txFree = append(e.txFree, op)
+// put keeps an operation nothing refers to any more.
+func (p *pool[T]) put(x *T) {
+	if len(p.free) < poolMax {
+		var zero T
+		*x = zero
+		p.free = append(p.free, x)
 	}
 }
+
+// newTx returns a zeroed transmit operation.
+func (e *endpoint) newTx() *txOp { return e.txPool.get() }
+
+// freeTx keeps a transmit operation nothing refers to any more.
+func (e *endpoint) freeTx(op *txOp) { e.txPool.put(op) }
 
 // newRecv returns a receive operation for the caller to fill.
-func (e *endpoint) newRecv() *recvOp {
-	if n := len(e.rxFree); n > 0 {
-		r := e.rxFree[n-1]
-		e.rxFree = e.rxFree[:n-1]
-		return r
-	}
-	return new(recvOp)
-}
+func (e *endpoint) newRecv() *recvOp { return e.rxPool.get() }
 
 // freeRecv keeps a completed receive nothing refers to any more.
-func (e *endpoint) freeRecv(r *recvOp) {
-	if len(e.rxFree) < poolMax {
-		*r = recvOp{}
-		e.rxFree = append(e.rxFree, r)
-	}
-}
+func (e *endpoint) freeRecv(r *recvOp) { e.rxPool.put(r) }
 
 func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
 	dev, err := openDevice()
