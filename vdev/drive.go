@@ -45,25 +45,7 @@ func (d *Device) Drive(on bool) {
 		}
 		return
 	}
-	if d.driven.Add(-1) > 0 {
-		return
-	}
-	// The engine parks only undriven ports before it sleeps. It stores
-	// DEV_SLEEP before it reads driven, and we cleared driven before we
-	// read DEV_SLEEP: one of us sees the other, so a sleeping engine's
-	// port is parked by it or by us, and the look below (urgent reads the
-	// port) catches a frame that came before.
-	if d.parker != nil && d.r.Load64(uapi.RegDevSleep) != 0 {
-		d.parker.Park(true)
-	}
-	for !d.running.CompareAndSwap(false, true) {
-		runtime.Gosched() // another goroutine's pass: a few µs at most
-	}
-	urgent := d.urgent()
-	d.running.Store(false)
-	if urgent {
-		d.wakeEngine()
-	}
+	d.handBack(true)
 }
 
 // Pause is Drive(false) for a driver that will drive again soon (a
@@ -80,29 +62,35 @@ func (d *Device) Drive(on bool) {
 // that is about to sleep, or stop looking for long, calls Drive(false).
 // A port the driver blocks on (link.FrameWaiter) is not peeked at here,
 // as Drive(false) does: see below.
-func (d *Device) Pause() {
+func (d *Device) Pause() { d.handBack(false) }
+
+// handBack ends a driver's turn: Drive(false) (full) or Pause. A pause
+// becomes a full hand-back when the engine already sleeps for long.
+func (d *Device) handBack(full bool) {
 	if d.parker != nil && d.away.Load() {
-		d.Drive(false)
-		return
+		full = true
 	}
 	if d.driven.Add(-1) > 0 {
 		return
 	}
-	if d.parker != nil && d.away.Load() {
-		// The engine went to sleep for long since the look above: park as
-		// Drive(false) does (driven is cleared, so it may park it too).
-		if d.r.Load64(uapi.RegDevSleep) != 0 {
-			d.parker.Park(true)
-		}
+	// The engine parks only undriven ports before it sleeps. It stores
+	// DEV_SLEEP before it reads driven, and we cleared driven before we
+	// read DEV_SLEEP: one of us sees the other, so a sleeping engine's
+	// port is parked by it or by us, and the look below (urgent reads the
+	// port) catches a frame that came before. A pause parks only when the
+	// engine went to sleep for long since the look above (driven is
+	// cleared, so it may park it too).
+	if d.parker != nil && (full || d.away.Load()) && d.r.Load64(uapi.RegDevSleep) != 0 {
+		d.parker.Park(true)
 	}
 	for !d.running.CompareAndSwap(false, true) {
-		runtime.Gosched()
+		runtime.Gosched() // another goroutine's pass: a few µs at most
 	}
-	// A port the driver blocks on is not looked at: a peek there is a
-	// system call on every message's path, and a frame waiting now is
-	// the driver's next wait's (its ppoll returns at once) or, if it does
-	// not come back, the port watcher's notice or the engine's watch.
-	urgent := d.urgentBesidesPort() || d.waiter == nil && d.portReady()
+	// A pause does not look at a port the driver blocks on: a peek there
+	// is a system call on every message's path, and a frame waiting now
+	// is the driver's next wait's (it returns at once) or, if it does not
+	// come back, the port watcher's notice or the engine's watch.
+	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady()
 	d.running.Store(false)
 	if urgent {
 		d.wakeEngine()
