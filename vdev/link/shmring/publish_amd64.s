@@ -1,0 +1,16 @@
+//go:build amd64 && !race
+
+#include "textflag.h"
+
+// func storeRelease(addr *uint64, v uint64)
+TEXT ·storeRelease(SB), NOSPLIT, $0-16
+	MOVQ addr+0(FP), AX
+	MOVQ v+8(FP), BX
+	MOVQ BX, (AX)
+	RET
+
+// func prefetchw(addr *byte)
+TEXT ·prefetchw(SB), NOSPLIT, $0-8
+	MOVQ addr+0(FP), AX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x08 // PREFETCHW (AX)
+	RET
