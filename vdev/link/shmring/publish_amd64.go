@@ -15,9 +15,3 @@ func storeRelease(addr *uint64, v uint64)
 
 // lazyPublish: this build publishes with storeRelease.
 const lazyPublish = true
-
-// prefetchw asks for the cache line at addr in a writable state without
-// waiting for it (PREFETCHW).
-//
-//go:noescape
-func prefetchw(addr *byte)

@@ -8,9 +8,3 @@ TEXT ·storeRelease(SB), NOSPLIT, $0-16
 	MOVQ v+8(FP), BX
 	MOVQ BX, (AX)
 	RET
-
-// func prefetchw(addr *byte)
-TEXT ·prefetchw(SB), NOSPLIT, $0-8
-	MOVQ addr+0(FP), AX
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x08 // PREFETCHW (AX)
-	RET

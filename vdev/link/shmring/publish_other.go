@@ -12,5 +12,3 @@ func storeRelease(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
 // lazyPublish: this build's publishes are sequentially consistent; its
 // segments need no Fence.
 const lazyPublish = false
-
-func prefetchw(addr *byte) {}

@@ -275,23 +275,8 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 	} else {
 		atomic.StoreUint64(s.word(off), w) // publishes the slot
 	}
-	if ahead := s.tail + prefetchAhead; ahead-s.peerHead < s.slots { // free: the consumer is done reading it
-		o := HeaderSize + int(ahead&(s.slots-1))*s.slotSize
-		prefetchw(&s.mem[o])
-		prefetchw(&s.mem[o+min(64, s.slotSize-8)])
-	}
 	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0, nil
 }
-
-// prefetchAhead is how many slots ahead of the tail Put asks for the
-// next slots' first two lines in a writable state: each line was read by
-// the consumer on the last lap, and a store to it waits for the
-// consumer's copy to be invalidated (a cache-to-cache round trip, 0.4 µs
-// on the 2-core VM this was measured on) at the next locked instruction,
-// of which a device's pass has several. Asked for two frames early, the
-// round trip overlaps the frames in between. Not the next slot: the
-// consumer that has caught up spins on it.
-const prefetchAhead = 2
 
 // next loads the slot word of the frame at our head and returns its
 // length, or -1 when the producer has not published it yet.

@@ -360,16 +360,27 @@ func TestLazyFlagAndLayoutVersion(t *testing.T) {
 // store of the slot word, still in its store buffer).
 func TestNoLostWakeUp(t *testing.T) {
 	a, b := pair(t, 4, 64)
+	// Up to 20,000 rounds, for at most 3 s: on a loaded machine the two
+	// goroutines rarely run at once, and a round then takes a time slice.
 	rounds := 20000
 	if testing.Short() {
 		rounds = 2000
 	}
+	budget := time.Now().Add(3 * time.Second)
 	var round, woken atomic.Int64 // woken: the last round the producer signalled
 	woken.Store(-1)
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		runtime.LockOSThread()
 		for i := int64(0); i < int64(rounds); i++ {
-			for round.Load() != i {
+			for n := 0; round.Load() != i; n++ {
+				if round.Load() < 0 {
+					return // the consumer is done
+				}
+				if n%256 == 255 {
+					runtime.Gosched() // the consumer may be off its core
+				}
 			}
 			for j := int64(0); j < (i*7)%97; j++ {
 				sink.Add(0)
@@ -386,7 +397,8 @@ func TestNoLostWakeUp(t *testing.T) {
 	buf := make([]byte, 0, 64)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	for i := 0; i < rounds; i++ {
+	defer func() { round.Store(-1); <-exited }() // before the segments are unmapped
+	for i := 0; i < rounds && time.Now().Before(budget); i++ {
 		round.Store(int64(i))
 		for j := 0; j < (i*13)%97; j++ {
 			sink.Add(0)
@@ -408,7 +420,10 @@ func TestNoLostWakeUp(t *testing.T) {
 			// publishes this round's frame in any case, and signals if
 			// it saw the sleep word.
 			deadline := time.Now().Add(10 * time.Second)
-			for woken.Load() != int64(i) {
+			for n := 0; woken.Load() != int64(i); n++ {
+				if n%256 == 255 {
+					runtime.Gosched() // the producer may be off its core
+				}
 				if !time.Now().Before(deadline) {
 					b.Mine.SetSleeping(false)
 					t.Fatalf("round %d: consumer asleep, never signalled; frame waiting: %v", i, b.Pending())
@@ -429,7 +444,10 @@ func TestNoLostWakeUp(t *testing.T) {
 			}
 		}
 		b.Mine.SetSleeping(false)
-		for {
+		for n := 0; ; n++ {
+			if n%256 == 255 {
+				runtime.Gosched()
+			}
 			f, err := b.Get(buf)
 			if err != nil {
 				t.Fatal(err)
