@@ -1,0 +1,331 @@
+//go:build dimmnet_ofi
+
+package main
+
+/*
+#include "prov.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"unsafe"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// Link memory for applications (include/fi_dimmnet.h): the device
+// reaches only link memory, so a buffer the caller allocated there moves
+// with no copy where every other buffer is copied through a bounce. The
+// allocations come out of the endpoint's arena, the one its bounce copies
+// come from, with part of it kept back so ordinary sends still find
+// bounce room.
+
+// lmRoom is kept before every buffer handed out: an eager send from a
+// buffer's start writes its wire header there, so header and body leave
+// as one IPUSH from link memory.
+const lmRoom = granule
+
+// Errors of the allocation interface, named in FI_DIMMNET_DEBUG's log.
+var (
+	errLmNoRoom   = errors.New("link memory cannot hold the buffer")
+	errLmNotOurs  = errors.New("not a link-memory buffer allocated on this endpoint")
+	errLmBadAlign = errors.New("alignment is not a power of two")
+	errLmInUse    = errors.New("link-memory buffers are still allocated")
+)
+
+// lmBuf is one buffer the caller holds: arena bytes [at, at+n), the
+// caller's [user, user+size) inside them, the room before user.
+type lmBuf struct {
+	at, n      uint64
+	user, size uint64
+	hdrBusy    bool // an eager send's header is in the room until its DONE
+}
+
+// lmState is an endpoint's application buffers, sorted by user offset.
+type lmState struct {
+	bufs []*lmBuf
+	held uint64 // arena bytes the caller holds
+}
+
+// lmReserve is the arena the caller cannot take: room for the largest
+// rendezvous bounce and the eager copies beside it, or half the arena on
+// a small region.
+func (e *endpoint) lmReserve() uint64 {
+	return min(uint64(maxMsg)+1<<20, e.arenaBytes()/2)
+}
+
+func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - ringBytes }
+
+// lmAvail is the largest buffer alloc could hand out now (alignment 64).
+func (e *endpoint) lmAvail() uint64 {
+	var free, largest uint64
+	for _, s := range e.arena.free_ {
+		free += s.n
+		largest = max(largest, s.n)
+	}
+	res := e.lmReserve()
+	if free <= res+lmRoom {
+		return 0
+	}
+	return min(largest, free-res) - lmRoom
+}
+
+// lmAlloc hands out size bytes of link memory aligned to align (0: 64).
+func (e *endpoint) lmAlloc(size, align uint64) (unsafe.Pointer, error) {
+	if size == 0 {
+		return nil, fmt.Errorf("alloc 0 bytes: %w", errLmNoRoom)
+	}
+	if align == 0 {
+		align = granule
+	}
+	if align&(align-1) != 0 {
+		return nil, fmt.Errorf("alloc align %d: %w", align, errLmBadAlign)
+	}
+	align = max(align, granule)
+	if size > e.arenaBytes() || align > e.arenaBytes() {
+		return nil, fmt.Errorf("alloc %d bytes aligned %d, link memory %d: %w", size, align, len(e.lm), errLmNoRoom)
+	}
+	n := (lmRoom + size + align - granule + granule - 1) &^ (granule - 1)
+	var free uint64
+	for _, s := range e.arena.free_ {
+		free += s.n
+	}
+	if free < n || free-n < e.lmReserve() {
+		return nil, fmt.Errorf("alloc %d bytes: %d free, %d kept for bounce copies: %w", size, free, e.lmReserve(), errLmNoRoom)
+	}
+	at, ok := e.arena.alloc(n)
+	if !ok {
+		return nil, fmt.Errorf("alloc %d bytes: no piece of %d free: %w", size, n, errLmNoRoom)
+	}
+	b := &lmBuf{at: at, n: n, size: size, user: (at + lmRoom + align - 1) &^ (align - 1)}
+	i := sort.Search(len(e.linkBufs.bufs), func(i int) bool { return e.linkBufs.bufs[i].user > b.user })
+	e.linkBufs.bufs = append(e.linkBufs.bufs, nil)
+	copy(e.linkBufs.bufs[i+1:], e.linkBufs.bufs[i:])
+	e.linkBufs.bufs[i] = b
+	e.linkBufs.held += n
+	if trace {
+		logf("linkmem alloc %d bytes aligned %d at link %#x", size, align, b.user)
+	}
+	return unsafe.Pointer(&e.lm[b.user]), nil
+}
+
+// lmFree takes back a buffer lmAlloc handed out.
+func (e *endpoint) lmFree(p unsafe.Pointer) error {
+	off, ok := e.lmOffset(p)
+	bufs := e.linkBufs.bufs
+	i := sort.Search(len(bufs), func(i int) bool { return bufs[i].user >= off })
+	if !ok || i == len(bufs) || bufs[i].user != off {
+		return fmt.Errorf("free %p: %w", p, errLmNotOurs)
+	}
+	b := bufs[i]
+	e.linkBufs.bufs = append(bufs[:i], bufs[i+1:]...)
+	e.linkBufs.held -= b.n
+	e.arena.free(b.at, b.n)
+	return nil
+}
+
+// lmOffset is p's link address, if p points into link memory at all.
+func (e *endpoint) lmOffset(p unsafe.Pointer) (uint64, bool) {
+	if len(e.lm) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(&e.lm[0]))
+	if uintptr(p) < base || uintptr(p)-base >= uintptr(len(e.lm)) {
+		return 0, false
+	}
+	return uint64(uintptr(p) - base), true
+}
+
+// linkBuf is the caller's buffer [p, p+n) wholly holds, and p's link
+// address; anything else (ordinary memory, a range straddling a buffer's
+// end) is ordinary memory to the provider.
+func (e *endpoint) linkBuf(p unsafe.Pointer, n int) (*lmBuf, uint64, bool) {
+	bufs := e.linkBufs.bufs
+	if len(bufs) == 0 || n <= 0 {
+		return nil, 0, false
+	}
+	off, ok := e.lmOffset(p)
+	if !ok {
+		return nil, 0, false
+	}
+	i := sort.Search(len(bufs), func(i int) bool { return bufs[i].user > off }) - 1
+	if i < 0 {
+		return nil, 0, false
+	}
+	b := bufs[i]
+	if off+uint64(n) > b.user+b.size {
+		return nil, 0, false
+	}
+	return b, off, true
+}
+
+// sendLink sends from the caller's link memory when [buf, buf+n) lies in
+// one of its buffers: handled reports whether it did (ret is then the
+// send's result); otherwise the caller copies as for ordinary memory.
+// Inject never comes here: its caller may reuse the buffer at return,
+// while the device reads the source until the peer's acknowledgement.
+func (e *endpoint) sendLink(op *txOp, p avEntry, buf unsafe.Pointer, n int, hflags byte) (ret int, handled bool) {
+	if op.inject {
+		return 0, false
+	}
+	b, off, ok := e.linkBuf(buf, n)
+	if !ok {
+		return 0, false
+	}
+	if n <= e.eagerMax {
+		if off != b.user || b.hdrBusy {
+			return 0, false // no room for the header before it: copied
+		}
+		at := off - hdrLen
+		e.putHdr(at, kindEager, hflags, op.data, uint64(n), 0, 0)
+		op.kind = ckSend
+		op.lmHdr = b
+		b.hdrBusy = true
+		if err := e.ipush(p.node, at, hdrLen+n, op.tag, ckSend, op); err != 0 {
+			b.hdrBusy = false
+			e.freeTx(op)
+			return err, true
+		}
+		e.stats.ZeroCopySends++
+		return 0, true
+	}
+	// rendezvous: the receiver pulls the body from the caller's buffer,
+	// which the FIN (the send's completion) gives back
+	at, ok := e.alloc(hdrLen)
+	if !ok {
+		e.freeTx(op)
+		return eAgain, true
+	}
+	e.stats.Rendezvous++
+	id := e.id()
+	op.kind = ckSend
+	e.rdv[id] = op
+	e.putHdr(at, kindRTS, hflags, op.data, uint64(n), off, id)
+	rts := e.newTx()
+	rts.kind, rts.stage, rts.stageN, rts.rbuf = ckRTS, at, hdrLen, id
+	if err := e.ipush(p.node, at, hdrLen, op.tag, ckRTS, rts); err != 0 {
+		delete(e.rdv, id)
+		e.freeTx(op)
+		return err, true
+	}
+	e.stats.ZeroCopySends++
+	return 0, true
+}
+
+// linkSendDone frees an eager send's header room for the next.
+func (op *txOp) linkSendDone() {
+	if op.lmHdr != nil {
+		op.lmHdr.hdrBusy = false
+	}
+}
+
+// pullLink PULLs a rendezvous body straight into the receive buffer when
+// it lies in the caller's link memory: started reports whether it did
+// (or failed, named in the receive's error entry).
+func (e *endpoint) pullLink(p *pullOp) (started bool) {
+	if p.r == nil || p.done != nil {
+		return false
+	}
+	_, off, ok := e.linkBuf(p.r.buf, p.n)
+	if !ok {
+		return false
+	}
+	p.direct = true
+	p.bounce = off
+	p.id = e.id()
+	_, err := e.d.Pull(p.msg.node, off, p.msg.raddr, uint32(p.n), uint64(ckPull)<<56|p.id)
+	if err != nil {
+		if errors.Is(err, driver.ErrQueueFull) {
+			e.waiting = append(e.waiting, p)
+			return true
+		}
+		e.rxErr(p.r, errIO, 0, 0)
+		return true
+	}
+	e.pulls[p.id] = p
+	return true
+}
+
+// pullLinkDone completes a direct pull: the body is in place.
+func (e *endpoint) pullLinkDone(p *pullOp, s *uapi.Status) {
+	if s.Type == uapi.StError {
+		e.rxErrMsg(p.r, p.msg, errFor(s), int(s.Err))
+		e.freeRecv(p.r)
+		return
+	}
+	e.stats.ZeroCopyPulls++
+	e.sendFIN(p.msg)
+	e.rxComplete(p.r, p.msg, p.n, p.msg.n-p.n, false)
+	e.freeRecv(p.r)
+}
+
+// ---------------------------------------------------------------- exports
+
+//export goLmAlloc
+func goLmAlloc(h C.uintptr_t, size, align C.size_t, out *unsafe.Pointer) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := obj[*endpoint](h)
+	if !ok || out == nil || e.closed {
+		return -C.FI_EINVAL
+	}
+	p, err := e.lmAlloc(uint64(size), uint64(align))
+	if err != nil {
+		logf("linkmem: %v", err)
+		if errors.Is(err, errLmNoRoom) && size > 0 {
+			return -C.FI_ENOMEM
+		}
+		return -C.FI_EINVAL
+	}
+	*out = p
+	return 0
+}
+
+//export goLmFree
+func goLmFree(h C.uintptr_t, p unsafe.Pointer) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := obj[*endpoint](h)
+	if !ok || e.closed {
+		return -C.FI_EINVAL
+	}
+	if err := e.lmFree(p); err != nil {
+		logf("linkmem: %v", err)
+		return -C.FI_EINVAL
+	}
+	return 0
+}
+
+// goLmStats fills struct fi_dimmnet_linkmem_stats (six uint64 in order).
+//
+//export goLmStats
+func goLmStats(h C.uintptr_t, st *C.uint64_t) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := obj[*endpoint](h)
+	if !ok || st == nil {
+		return -C.FI_EINVAL
+	}
+	v := unsafe.Slice((*uint64)(unsafe.Pointer(st)), 6)
+	s := &e.stats
+	v[0], v[1], v[2], v[3] = uint64(s.ZeroCopySends), uint64(s.CopiedSends), uint64(s.ZeroCopyPulls), uint64(s.CopiedPulls)
+	v[4], v[5] = e.linkBufs.held, 0
+	if !e.closed {
+		v[5] = e.lmAvail()
+	}
+	return 0
+}
+
+// lmBusy refuses to close an endpoint whose link memory the caller still
+// holds: closing unmaps it under the caller's pointers.
+func (e *endpoint) lmBusy() error {
+	if n := len(e.linkBufs.bufs); n > 0 {
+		logf("close: %d buffers: %v", n, errLmInUse)
+		return errLmInUse
+	}
+	return nil
+}
