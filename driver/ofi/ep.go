@@ -318,6 +318,9 @@ type epStats struct {
 	// linkmem.go: bodies that moved from or into the caller's link memory
 	// with no copy, and those copied through a bounce
 	ZeroCopySends, CopiedSends, ZeroCopyPulls, CopiedPulls int
+	// RMA the device did on a region in the peer's link memory, and how
+	// many of those bounced the local buffer
+	DeviceRMA, CopiedRMA int
 }
 
 var printStats = os.Getenv("FI_DIMMNET_STATS") == "1"
@@ -968,6 +971,8 @@ func (e *endpoint) status(s *uapi.Status) {
 			if failed {
 				e.rmaFail(op.rbuf, errFor(s), int(s.Err))
 			}
+		case ckLinkRMA:
+			e.linkRMADone(op, s)
 		case ckRTS:
 			if failed {
 				if so := e.rdv[op.rbuf]; so != nil {

@@ -39,7 +39,7 @@ static int dn_lm_stats(struct fid_ep *ep, struct fi_dimmnet_linkmem_stats *st)
 	struct dn_ep *e = ours(ep);
 	if (!e || !st)
 		return -FI_EINVAL;
-	_Static_assert(sizeof(*st) == 6 * sizeof(uint64_t), "goLmStats fills six words");
+	_Static_assert(sizeof(*st) == 8 * sizeof(uint64_t), "goLmStats fills eight words");
 	return goLmStats(e->h, (uint64_t *)st);
 }
 

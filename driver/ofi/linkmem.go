@@ -300,7 +300,7 @@ func goLmFree(h C.uintptr_t, p unsafe.Pointer) C.int {
 	return 0
 }
 
-// goLmStats fills struct fi_dimmnet_linkmem_stats (six uint64 in order).
+// goLmStats fills struct fi_dimmnet_linkmem_stats (eight uint64 in order).
 //
 //export goLmStats
 func goLmStats(h C.uintptr_t, st *C.uint64_t) C.int {
@@ -310,12 +310,13 @@ func goLmStats(h C.uintptr_t, st *C.uint64_t) C.int {
 	if !ok || st == nil {
 		return -C.FI_EINVAL
 	}
-	v := unsafe.Slice((*uint64)(unsafe.Pointer(st)), 6)
+	v := unsafe.Slice((*uint64)(unsafe.Pointer(st)), 8)
 	s := &e.stats
 	v[0], v[1], v[2], v[3] = uint64(s.ZeroCopySends), uint64(s.CopiedSends), uint64(s.ZeroCopyPulls), uint64(s.CopiedPulls)
-	v[4], v[5] = e.linkBufs.held, 0
+	v[4], v[5] = uint64(s.DeviceRMA), uint64(s.CopiedRMA)
+	v[6], v[7] = e.linkBufs.held, 0
 	if !e.closed {
-		v[5] = e.lmAvail()
+		v[7] = e.lmAvail()
 	}
 	return 0
 }
@@ -328,4 +329,125 @@ func (e *endpoint) lmBusy() error {
 		return errLmInUse
 	}
 	return nil
+}
+
+// ---------------------------------------------------------------- rma
+
+// RMA on a region in link memory goes through the device: the target's
+// PUSH and PULL serve it with no software of the target's (a region in
+// ordinary memory is a request the target's provider serves when its
+// caller progresses, rma.go). The initiator must know the region's link
+// address, so such a region's key is the provider's, not the caller's:
+//
+//	63     1: a region in link memory
+//	55..62 a check of the target's node id ((node ^ node>>8) & 0xff)
+//	28..54 the region's length in bytes (below 128 MiB)
+//	0..27  the region's link address / 8 (below 2 GiB)
+//
+// A key with bit 63 set is refused for ordinary memory (it would send
+// the device to a link address nobody registered).
+// ckLinkRMA is the cookie kind of an RMA the device does on a region in
+// the peer's link memory: far from ep.go's kinds, which count up from 1.
+const ckLinkRMA = 0x40
+
+const (
+	lkMark      = uint64(1) << 63
+	lkNodeShift = 55
+	lkLenShift  = 28
+	lkLenMax    = 1<<27 - 1
+	lkOffMax    = 1<<31 - 8
+)
+
+var errLmKey = errors.New("requested key has bit 63 set, which marks regions in link memory")
+
+func lkNode(node uint16) uint64 { return uint64(node^node>>8) & 0xff }
+
+// linkMRKey is the key for a region fi_mr_reg registers: the provider's
+// for a region wholly inside one endpoint's link-memory buffer, the
+// caller's requested key for any other.
+func linkMRKey(requested uint64, buf unsafe.Pointer, n uint64) (uint64, error) {
+	for _, h := range handles {
+		e, ok := h.(*endpoint)
+		if !ok || e.closed || n == 0 || n > lkLenMax {
+			continue
+		}
+		if _, off, ok := e.linkBuf(buf, int(n)); ok && off%8 == 0 && off <= lkOffMax {
+			return lkMark | lkNode(e.node)<<lkNodeShift | n<<lkLenShift | off/8, nil
+		}
+	}
+	if requested&lkMark != 0 {
+		return 0, errLmKey
+	}
+	return requested, nil
+}
+
+// rmaLink moves an RMA read or write through the device when key names
+// a region in the peer's link memory: handled reports whether it did.
+// Remote CQ data needs the target's provider (it writes the entry), so
+// such a write, and anything the device cannot do (unaligned, beyond the
+// region: the target names the error), takes the request path.
+func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, addr, key uint64, flags uint64, op *rmaOp, id uint64) (ret int, handled bool) {
+	if key&lkMark == 0 || n <= 0 || flags&fCQData != 0 || p.node == e.node || (key>>lkNodeShift)&0xff != lkNode(p.node) {
+		return 0, false
+	}
+	rlen, rbase := (key>>lkLenShift)&lkLenMax, (key&(1<<lkLenShift-1))*8
+	if addr > rlen || uint64(n) > rlen-addr || (rbase+addr)%8 != 0 {
+		return 0, false
+	}
+	tx := e.newTx()
+	tx.kind, tx.rbuf = ckLinkRMA, id
+	_, local, direct := e.linkBuf(buf, n)
+	if !direct || local%8 != 0 {
+		at, ok := e.alloc(uint64(n))
+		if !ok {
+			e.freeTx(tx)
+			return eAgain, true
+		}
+		local = at
+		if write {
+			copy(e.lm[at:at+uint64(n)], unsafe.Slice((*byte)(buf), n))
+			tx.stage, tx.stageN = at, uint64(n) // freed by the DONE
+		} else {
+			tx.body, tx.bodyN = at, uint64(n) // copied out, then freed, by the PULL_DONE
+		}
+		e.stats.CopiedRMA++
+	}
+	cookie := uint64(ckLinkRMA)<<56 | e.id()
+	var err error
+	if write {
+		_, err = e.d.Push(p.node, local, rbase+addr, uint32(n), uapi.FlagSignal, cookie)
+	} else {
+		_, err = e.d.Pull(p.node, local, rbase+addr, uint32(n), cookie)
+	}
+	if err != nil {
+		e.arena.free(tx.stage, tx.stageN)
+		e.arena.free(tx.body, tx.bodyN)
+		e.freeTx(tx)
+		if errors.Is(err, driver.ErrQueueFull) {
+			return eAgain, true
+		}
+		logf("rma to node %d: %v", p.node, err)
+		return -errIO, true
+	}
+	e.ops[cookie&(1<<56-1)] = tx
+	e.rmaOps[id] = op
+	e.stats.DeviceRMA++
+	return 0, true
+}
+
+// linkRMADone completes an RMA the device did: a read's bounce is copied
+// out and freed (a write's staging the caller of this freed).
+func (e *endpoint) linkRMADone(tx *txOp, s *uapi.Status) {
+	o := e.rmaOps[tx.rbuf]
+	if tx.bodyN > 0 {
+		if s.Type != uapi.StError && o != nil {
+			copy(unsafe.Slice((*byte)(o.buf), o.n), e.lm[tx.body:tx.body+tx.bodyN])
+		}
+		e.arena.free(tx.body, tx.bodyN)
+	}
+	if s.Type == uapi.StError {
+		e.rmaFail(tx.rbuf, errFor(s), int(s.Err))
+		return
+	}
+	e.rmaAnswer(tx.rbuf, 0, nil)
 }

@@ -260,8 +260,9 @@ static int dn_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	m->mr.fid.context = context;
 	m->mr.fid.ops = &dn_mr_fi_ops;
 	m->mr.mem_desc = NULL;
-	m->mr.key = requested_key;
-	int ret = goMrReg(requested_key, (void *)buf, len);
+	uint64_t key = requested_key; /* a region in link memory gets the provider's (linkmem.go) */
+	int ret = goMrReg(requested_key, (void *)buf, len, &key);
+	m->mr.key = key;
 	if (ret) {
 		free(m);
 		return ret;

@@ -9,8 +9,13 @@
  * link-memory buffer must have moved with no copy (zc_sends, zc_pulls
  * moved, copied_* not), an ordinary buffer, an inject, an eager send
  * from inside a buffer and a range straddling a buffer's end must have
- * been copied. Last, fi_close of an endpoint holding buffers is
- * -FI_EBUSY until they are freed. Prints "linkmem: ok" or exits 1. */
+ * been copied. RMA: a region registered inside a link buffer gets the
+ * provider's key and is written and read by the device (device_rma
+ * moved, the local side bounced only from ordinary memory), a region in
+ * ordinary memory is served by the target's provider as before (the
+ * counters still), both checked byte for byte. Last, fi_close of an
+ * endpoint holding buffers is -FI_EBUSY until they are freed. Prints
+ * "linkmem: ok" or exits 1. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <time.h>
@@ -18,7 +23,9 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_rma.h>
 #define PROG "linkmem"
 #include "side.h"
 #include "../include/fi_dimmnet.h"
@@ -111,6 +118,94 @@ static const struct kase kases[] = {
 
 static char *S, *T, *R, *ord;
 
+/* progress_until_peer runs the endpoint (a target serves requests to
+ * regions in ordinary memory when it progresses) until the other side
+ * writes a byte on the pipe. */
+static void progress_until_peer(void)
+{
+	int fl = fcntl(rfd, F_GETFL);
+	fcntl(rfd, F_SETFL, fl | O_NONBLOCK);
+	struct fi_cq_tagged_entry e;
+	time_t end = time(NULL) + 60;
+	for (;;) {
+		char c;
+		ssize_t n = read(rfd, &c, 1);
+		if (n == 1)
+			break;
+		if (n == 0)
+			FAIL("the other side is gone");
+		fi_cq_read(me.cq, &e, 0);
+		if (time(NULL) > end)
+			FAIL("nothing from the other side within 60 s");
+	}
+	fcntl(rfd, F_SETFL, fl);
+}
+
+#define RSIZE 65536
+static char pat(size_t j, int seed) { return (char)(j * 7 + seed); }
+
+/* rma: the receiver is the target of writes and reads, to a region in
+ * its link memory and one in ordinary memory. */
+static void rma(void)
+{
+	char c = 'r';
+	if (server) {
+		struct fid_mr *lmr, *omr, *bad;
+		char *lreg = R + MIB, *oreg = ord + MIB;
+		memset(lreg, 0, RSIZE);
+		memset(oreg, 0, RSIZE);
+		OK(fi_mr_reg(me.dom, lreg, RSIZE, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7, 0, &lmr, NULL));
+		OK(fi_mr_reg(me.dom, oreg, RSIZE, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 8, 0, &omr, NULL));
+		uint64_t k[2] = {fi_mr_key(lmr), fi_mr_key(omr)};
+		if (!(k[0] >> 63) || k[1] != 8)
+			FAIL("keys %#llx (link memory: bit 63 wanted) and %#llx (ordinary: 8 wanted)",
+			     (unsigned long long)k[0], (unsigned long long)k[1]);
+		if (fi_mr_reg(me.dom, oreg, 64, FI_REMOTE_READ, 0, 1ULL << 63 | 5, 0, &bad, NULL) != -FI_ENOKEY)
+			FAIL("ordinary memory registered under a key with bit 63 set");
+		put(k, sizeof k);
+		progress_until_peer(); /* the sender's writes and reads */
+		for (size_t j = 0; j < RSIZE; j++)
+			if (lreg[j] != pat(j, 1 + 3) || oreg[j] != pat(j, 1 + 4 + 3))
+				FAIL("rma: the regions' byte %zu is %d / %d, want %d / %d", j, lreg[j], oreg[j], pat(j, 4), pat(j, 8));
+		OK(fi_close(&lmr->fid));
+		OK(fi_close(&omr->fid));
+		put(&c, 1);
+		printf("linkmem: receiver: rma regions ok\n");
+		return;
+	}
+	uint64_t k[2];
+	get(k, sizeof k);
+	for (int r = 0; r < 2; r++)
+		for (int li = 0; li < 2; li++)
+			for (int si = 0; si < 2; si++) {
+				int seed = 1 + r * 4 + li * 2 + si;
+				size_t size = si ? RSIZE : 8;
+				char *local = li ? ord : S, *back = li ? ord + RSIZE : S + RSIZE;
+				struct fi_context ctx;
+				struct fi_dimmnet_linkmem_stats a = stats(), b;
+				for (size_t j = 0; j < size; j++)
+					local[j] = pat(j, seed);
+				memset(back, 0, size);
+				OK(fi_write(me.ep, local, size, NULL, peer, 0, k[r], &ctx));
+				wait_cq(&ctx, 0, 0);
+				OK(fi_read(me.ep, back, size, NULL, peer, 0, k[r], &ctx));
+				wait_cq(&ctx, 0, 0);
+				if (memcmp(local, back, size))
+					FAIL("rma %s region, %s buffer, %zu B: read back differs", r ? "ordinary" : "link", li ? "ordinary" : "link", size);
+				b = stats();
+				uint64_t dev = b.device_rma - a.device_rma, cp = b.copied_rma - a.copied_rma;
+				uint64_t wdev = r == 0 ? 2 : 0, wcp = r == 0 && li ? 2 : 0;
+				if (dev != wdev || cp != wcp)
+					FAIL("rma %s region, %s buffer, %zu B: %llu by the device, %llu bounced (want %llu, %llu)",
+					     r ? "ordinary" : "link", li ? "ordinary" : "link", size,
+					     (unsigned long long)dev, (unsigned long long)cp, (unsigned long long)wdev, (unsigned long long)wcp);
+				printf("linkmem: sender: rma write and read, %s region, %s buffer, %zu B ok\n",
+				       r ? "ordinary" : "link", li ? "ordinary" : "link", size);
+			}
+	put(&c, 1);
+	get(&c, 1);
+}
+
 static char *where(int w, size_t size)
 {
 	char *b = server ? R : S;
@@ -185,7 +280,7 @@ int main(void)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 	struct fi_info *hints = fi_allocinfo();
-	hints->caps = FI_TAGGED | FI_MSG;
+	hints->caps = FI_TAGGED | FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->fabric_attr->prov_name = strdup("dimmnet");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
@@ -273,6 +368,8 @@ int main(void)
 		}
 		printf("linkmem: %s: %s ok\n", server ? "receiver" : "sender", k->name);
 	}
+
+	rma();
 
 	/* two eager sends from one buffer's start, the first in flight: the
 	 * second finds the header room taken and is copied; both arrive */
