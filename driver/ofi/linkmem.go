@@ -8,6 +8,7 @@ package main
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -435,12 +436,59 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	return 0, true
 }
 
-// linkRMADone completes an RMA the device did: a read's bounce is copied
-// out and freed (a write's staging the caller of this freed).
+// atomicLink applies an 8-byte atomic with the device's FADD8 or CAS8
+// when key names a region in the peer's link memory (the target's word
+// changes under its device, not its provider): handled reports whether
+// it did. The old value lands in an 8-byte bounce.
+func (e *endpoint) atomicLink(op int, operand, compare uint64, p avEntry, addr, key, id uint64) (ret int, handled bool) {
+	if key&lkMark == 0 || (key>>lkNodeShift)&0xff != lkNode(p.node) || (op != opSum && op != opRead && op != opCswap) {
+		return 0, false
+	}
+	rlen, rbase := (key>>lkLenShift)&lkLenMax, (key&(1<<lkLenShift-1))*8
+	if addr > rlen || rlen-addr < 8 || (rbase+addr)%8 != 0 {
+		return 0, false
+	}
+	at, ok := e.alloc(8)
+	if !ok {
+		return eAgain, true
+	}
+	tx := e.newTx()
+	tx.kind, tx.rbuf, tx.body, tx.bodyN = ckLinkRMA, id, at, 8
+	cookie := uint64(ckLinkRMA)<<56 | e.id()
+	var err error
+	switch op {
+	case opSum:
+		_, err = e.d.FetchAdd8(p.node, at, rbase+addr, operand, cookie)
+	case opRead:
+		_, err = e.d.FetchAdd8(p.node, at, rbase+addr, 0, cookie)
+	case opCswap:
+		_, err = e.d.CAS8(p.node, at, rbase+addr, compare, operand, cookie)
+	}
+	if err != nil {
+		e.arena.free(at, 8)
+		e.freeTx(tx)
+		if errors.Is(err, driver.ErrQueueFull) {
+			return eAgain, true
+		}
+		logf("atomic to node %d: %v", p.node, err)
+		return -errIO, true
+	}
+	e.ops[cookie&(1<<56-1)] = tx
+	e.stats.DeviceRMA++
+	return 0, true
+}
+
+// linkRMADone completes an RMA or atomic the device did: a read's bounce
+// is copied out, an atomic's old value handed over, and the bounce freed
+// (a write's staging the caller of this freed).
 func (e *endpoint) linkRMADone(tx *txOp, s *uapi.Status) {
 	o := e.rmaOps[tx.rbuf]
 	if tx.bodyN > 0 {
-		if s.Type != uapi.StError && o != nil {
+		switch {
+		case s.Type == uapi.StError || o == nil:
+		case o.result != nil:
+			*(*uint64)(o.result) = binary.LittleEndian.Uint64(e.lm[tx.body:])
+		case o.buf != nil:
 			copy(unsafe.Slice((*byte)(o.buf), o.n), e.lm[tx.body:tx.body+tx.bodyN])
 		}
 		e.arena.free(tx.body, tx.bodyN)

@@ -183,6 +183,12 @@ func (e *endpoint) atomic(op int, operand, compare uint64, result unsafe.Pointer
 		e.serveAtomic(e.node, key, byte(op), operand, compare, addr, id)
 		return 0
 	}
+	if ret, handled := e.atomicLink(op, operand, compare, p, addr, key, id); handled {
+		if ret != 0 {
+			delete(e.rmaOps, id)
+		}
+		return ret
+	}
 	at, ok := e.alloc(hdrLen)
 	if !ok {
 		delete(e.rmaOps, id)

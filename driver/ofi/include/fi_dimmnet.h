@@ -54,7 +54,7 @@ struct fi_dimmnet_linkmem_stats {
 	uint64_t copied_sends; /* sends whose body was copied into link memory first */
 	uint64_t zc_pulls;     /* rendezvous bodies pulled straight into the caller's buffer */
 	uint64_t copied_pulls; /* rendezvous bodies pulled into a bounce, then copied out */
-	uint64_t device_rma;   /* RMA reads and writes the device did on a region in the peer's link memory */
+	uint64_t device_rma;   /* RMA reads, writes and 8-byte atomics the device did on a region in the peer's link memory */
 	uint64_t copied_rma;   /* of those, ones whose local buffer was not in link memory (bounced) */
 	uint64_t allocated;    /* bytes of link memory the caller holds (with their 64-byte rooms) */
 	uint64_t avail;        /* bytes alloc could still hand out, at most, in one piece */

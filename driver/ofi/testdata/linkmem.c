@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 #define PROG "linkmem"
 #include "side.h"
 #include "../include/fi_dimmnet.h"
@@ -164,8 +165,13 @@ static void rma(void)
 			FAIL("ordinary memory registered under a key with bit 63 set");
 		put(k, sizeof k);
 		progress_until_peer(); /* the sender's writes and reads */
+		uint64_t lw, ow;
+		memcpy(&lw, lreg + 64, 8);
+		memcpy(&ow, oreg + 64, 8);
+		if (lw != 7 || ow != 7)
+			FAIL("rma: the regions' atomic word is %llu / %llu, want 7", (unsigned long long)lw, (unsigned long long)ow);
 		for (size_t j = 0; j < RSIZE; j++)
-			if (lreg[j] != pat(j, 1 + 3) || oreg[j] != pat(j, 1 + 4 + 3))
+			if ((j < 64 || j >= 72) && (lreg[j] != pat(j, 1 + 3) || oreg[j] != pat(j, 1 + 4 + 3)))
 				FAIL("rma: the regions' byte %zu is %d / %d, want %d / %d", j, lreg[j], oreg[j], pat(j, 4), pat(j, 8));
 		OK(fi_close(&lmr->fid));
 		OK(fi_close(&omr->fid));
@@ -202,6 +208,33 @@ static void rma(void)
 				printf("linkmem: sender: rma write and read, %s region, %s buffer, %zu B ok\n",
 				       r ? "ordinary" : "link", li ? "ordinary" : "link", size);
 			}
+	/* 8-byte atomics on the word at offset 64: fetch-add, compare-swap,
+	 * atomic read; by the device's FADD8 and CAS8 on the link region */
+	for (int r = 0; r < 2; r++) {
+		struct fi_context ctx;
+		struct fi_dimmnet_linkmem_stats a = stats(), b;
+		uint64_t v = 100, old = 0, cmp = 105, swap = 7, add = 5;
+		memcpy(S, &v, 8);
+		OK(fi_write(me.ep, S, 8, NULL, peer, 64, k[r], &ctx));
+		wait_cq(&ctx, 0, 0);
+		OK(fi_fetch_atomic(me.ep, &add, 1, NULL, &old, NULL, peer, 64, k[r], FI_UINT64, FI_SUM, &ctx));
+		wait_cq(&ctx, 0, 0);
+		if (old != 100)
+			FAIL("fetch-add on the %s region: old %llu, want 100", r ? "ordinary" : "link", (unsigned long long)old);
+		OK(fi_compare_atomic(me.ep, &swap, 1, NULL, &cmp, NULL, &old, NULL, peer, 64, k[r], FI_UINT64, FI_CSWAP, &ctx));
+		wait_cq(&ctx, 0, 0);
+		if (old != 105)
+			FAIL("compare-swap on the %s region: old %llu, want 105", r ? "ordinary" : "link", (unsigned long long)old);
+		OK(fi_fetch_atomic(me.ep, NULL, 1, NULL, &old, NULL, peer, 64, k[r], FI_UINT64, FI_ATOMIC_READ, &ctx));
+		wait_cq(&ctx, 0, 0);
+		if (old != 7)
+			FAIL("atomic read on the %s region: %llu, want 7", r ? "ordinary" : "link", (unsigned long long)old);
+		b = stats();
+		if (b.device_rma - a.device_rma != (r == 0 ? 4u : 0u))
+			FAIL("atomics on the %s region: %llu by the device (want %d)", r ? "ordinary" : "link",
+			     (unsigned long long)(b.device_rma - a.device_rma), r == 0 ? 4 : 0);
+		printf("linkmem: sender: atomics on the %s region ok\n", r ? "ordinary" : "link");
+	}
 	put(&c, 1);
 	get(&c, 1);
 }
@@ -280,7 +313,7 @@ int main(void)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 	struct fi_info *hints = fi_allocinfo();
-	hints->caps = FI_TAGGED | FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	hints->caps = FI_TAGGED | FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->fabric_attr->prov_name = strdup("dimmnet");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
