@@ -32,6 +32,7 @@ const lmRoom = granule
 
 // Errors of the allocation interface, named in FI_DIMMNET_DEBUG's log.
 var (
+	errLmZero     = errors.New("a buffer of zero bytes")
 	errLmNoRoom   = errors.New("link memory cannot hold the buffer")
 	errLmNotOurs  = errors.New("not a link-memory buffer allocated on this endpoint")
 	errLmBadAlign = errors.New("alignment is not a power of two")
@@ -78,7 +79,7 @@ func (e *endpoint) lmAvail() uint64 {
 // lmAlloc hands out size bytes of link memory aligned to align (0: 64).
 func (e *endpoint) lmAlloc(size, align uint64) (unsafe.Pointer, error) {
 	if size == 0 {
-		return nil, fmt.Errorf("alloc 0 bytes: %w", errLmNoRoom)
+		return nil, fmt.Errorf("alloc: %w", errLmZero)
 	}
 	if align == 0 {
 		align = granule
@@ -277,7 +278,7 @@ func goLmAlloc(h C.uintptr_t, size, align C.size_t, out *unsafe.Pointer) C.int {
 	p, err := e.lmAlloc(uint64(size), uint64(align))
 	if err != nil {
 		logf("linkmem: %v", err)
-		if errors.Is(err, errLmNoRoom) && size > 0 {
+		if errors.Is(err, errLmNoRoom) {
 			return -C.FI_ENOMEM
 		}
 		return -C.FI_EINVAL
