@@ -374,6 +374,7 @@ func linkMRKey(requested uint64, buf unsafe.Pointer, n uint64) (uint64, error) {
 			continue
 		}
 		if _, off, ok := e.linkBuf(buf, int(n)); ok && off%8 == 0 && off <= lkOffMax {
+			e.tagFrames(off, n)
 			return lkMark | lkNode(e.node)<<lkNodeShift | n<<lkLenShift | off/8, nil
 		}
 	}
@@ -381,6 +382,25 @@ func linkMRKey(requested uint64, buf unsafe.Pointer, n uint64) (uint64, error) {
 		return 0, errLmKey
 	}
 	return requested, nil
+}
+
+// lkPort tags the link page frames of registered link regions, and the
+// device writes into them are TAGGED PUSHes to it: the target's device
+// writes no status for such a write, so a target that never calls into
+// the provider does not fill its status ring with them (an untagged PUSH
+// leaves one each, and once the ring is full the initiator's writes fail
+// with HOLD_LIMIT). Only TAGGED writes look at the tags: a frame shared
+// with other buffers is written by nothing else that way.
+const lkPort = 0xd1f0
+
+// tagFrames tags the frames [off, off+n) lies on with lkPort.
+func (e *endpoint) tagFrames(off, n uint64) {
+	ps := e.d.PageSize()
+	for f := off / ps; f <= (off+n-1)/ps; f++ {
+		if err := e.d.SetFrameTag(uint32(f), lkPort); err != nil {
+			logf("linkmem: %v", err)
+		}
+	}
 }
 
 // rmaLink moves an RMA read or write through the device when key names
@@ -417,7 +437,7 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	cookie := uint64(ckLinkRMA)<<56 | e.id()
 	var err error
 	if write {
-		_, err = e.d.Push(p.node, local, rbase+addr, uint32(n), uapi.FlagSignal, cookie)
+		_, err = e.d.PushTagged(p.node, local, rbase+addr, uint32(n), lkPort, uapi.FlagSignal, cookie)
 	} else {
 		_, err = e.d.Pull(p.node, local, rbase+addr, uint32(n), cookie)
 	}

@@ -13,7 +13,8 @@
  * provider's key and is written and read by the device (device_rma
  * moved, the local side bounced only from ordinary memory), a region in
  * ordinary memory is served by the target's provider as before (the
- * counters still), both checked byte for byte. Last, fi_close of an
+ * counters still), both checked byte for byte, and 3,000 writes to a
+ * target that makes no call meanwhile complete. Last, fi_close of an
  * endpoint holding buffers is -FI_EBUSY until they are freed. Prints
  * "linkmem: ok" or exits 1. */
 #define _GNU_SOURCE
@@ -143,6 +144,7 @@ static void progress_until_peer(void)
 }
 
 #define RSIZE 65536
+#define IDLE_WRITES 3000
 static char pat(size_t j, int seed) { return (char)(j * 7 + seed); }
 
 /* rma: the receiver is the target of writes and reads, to a region in
@@ -164,14 +166,18 @@ static void rma(void)
 		if (fi_mr_reg(me.dom, oreg, 64, FI_REMOTE_READ, 0, 1ULL << 63 | 5, 0, &bad, NULL) != -FI_ENOKEY)
 			FAIL("ordinary memory registered under a key with bit 63 set");
 		put(k, sizeof k);
-		progress_until_peer(); /* the sender's writes and reads */
-		uint64_t lw, ow;
+		progress_until_peer(); /* the sender's writes, reads and atomics */
+		get(&c, 1);            /* idle: no call into the provider while the sender writes */
+		uint64_t lw, ow, iw;
+		memcpy(&iw, lreg + 128, 8);
+		if (iw != IDLE_WRITES - 1)
+			FAIL("rma to an idle target: the word is %llu, want %d", (unsigned long long)iw, IDLE_WRITES - 1);
 		memcpy(&lw, lreg + 64, 8);
 		memcpy(&ow, oreg + 64, 8);
 		if (lw != 7 || ow != 7)
 			FAIL("rma: the regions' atomic word is %llu / %llu, want 7", (unsigned long long)lw, (unsigned long long)ow);
 		for (size_t j = 0; j < RSIZE; j++)
-			if ((j < 64 || j >= 72) && (lreg[j] != pat(j, 1 + 3) || oreg[j] != pat(j, 1 + 4 + 3)))
+			if ((j < 64 || j >= 72) && ((lreg[j] != pat(j, 1 + 3) && (j < 128 || j >= 136)) || oreg[j] != pat(j, 1 + 4 + 3)))
 				FAIL("rma: the regions' byte %zu is %d / %d, want %d / %d", j, lreg[j], oreg[j], pat(j, 4), pat(j, 8));
 		OK(fi_close(&lmr->fid));
 		OK(fi_close(&omr->fid));
@@ -235,6 +241,19 @@ static void rma(void)
 			     (unsigned long long)(b.device_rma - a.device_rma), r == 0 ? 4 : 0);
 		printf("linkmem: sender: atomics on the %s region ok\n", r ? "ordinary" : "link");
 	}
+	put(&c, 1); /* the target stops progressing */
+	/* writes to a target that makes no call: more than its status ring
+	 * (1024) holds, which untagged PUSHes would fill (HOLD_LIMIT) */
+	struct fi_dimmnet_linkmem_stats a = stats();
+	for (uint64_t i = 0; i < IDLE_WRITES; i++) {
+		struct fi_context ctx;
+		memcpy(S, &i, 8);
+		OK(fi_write(me.ep, S, 8, NULL, peer, 128, k[0], &ctx));
+		wait_cq(&ctx, 0, 0);
+	}
+	if (stats().device_rma - a.device_rma != IDLE_WRITES)
+		FAIL("writes to an idle target: %llu by the device", (unsigned long long)(stats().device_rma - a.device_rma));
+	printf("linkmem: sender: %d writes to an idle target ok\n", IDLE_WRITES);
 	put(&c, 1);
 	get(&c, 1);
 }
