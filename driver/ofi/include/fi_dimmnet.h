@@ -14,7 +14,7 @@
  *	... fi_tsend(ep, buf, n, NULL, dst, tag, ctx) ...
  *	lm->free(ep, buf);                  // before fi_close(&ep->fid)
  *
- * Rules (docs/ofi.md, "Link memory"):
+ * Rules (docs/ofi.md, "Link memory for applications"):
  * - alloc returns -FI_EINVAL for size 0 or an alignment that is not a
  *   power of two, -FI_ENOMEM when the endpoint's link memory cannot hold
  *   size (part of it stays reserved for the provider's own bounce copies);
@@ -37,6 +37,13 @@
  *   device's receive ring and are copied out whatever the buffer.
  * - A buffer that is not wholly inside one allocation (for example one
  *   that straddles an allocation's end) is ordinary memory: copied.
+ * - fi_mr_reg of a region inside one allocation (8-byte aligned, below
+ *   128 MiB) gives a key of the provider's (bit 63 set; read it with
+ *   fi_mr_key, the requested key is not used): fi_read, fi_write without
+ *   remote CQ data and the 8-byte atomics on it are done by the
+ *   initiator's device (PUSH, PULL, FADD8, CAS8), with no work of the
+ *   target's provider. Ordinary memory may not be registered under a
+ *   requested key with bit 63 set (-FI_ENOKEY).
  */
 #ifndef FI_DIMMNET_H
 #define FI_DIMMNET_H
