@@ -315,12 +315,6 @@ func (e *endpoint) admit(a address) error {
 // FI_DIMMNET_STATS=1 (how a test sees which paths a program took).
 type epStats struct {
 	Sends, Rendezvous, Recvs, RMAWrites, RMAReads, Atomics int
-	// linkmem.go: bodies that moved from or into the caller's link memory
-	// with no copy, and those copied through a bounce
-	ZeroCopySends, CopiedSends, ZeroCopyPulls, CopiedPulls int
-	// RMA the device did on a region in the peer's link memory, and how
-	// many of those bounced the local buffer
-	DeviceRMA, CopiedRMA int
 }
 
 var printStats = os.Getenv("FI_DIMMNET_STATS") == "1"
@@ -350,6 +344,7 @@ func (e *endpoint) close() {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "dimmnet-fi stats: node %d %+v\ndimmnet-fi device: node %d%s\n", e.node, e.stats, e.node, ctrs.String())
+		fmt.Fprintf(os.Stderr, "dimmnet-fi linkmem: node %d %+v\n", e.node, e.linkBufs.counts) // linkmem.go
 	}
 	for _, q := range []*cq{e.txcq, e.rxcq} {
 		if q != nil {
@@ -452,7 +447,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if ret, handled := e.sendLink(op, p, buf, n, hflags); handled {
 		return ret
 	}
-	e.stats.CopiedSends++
+	e.linkBufs.counts.CopiedSends++
 	if n <= e.eagerMax {
 		at, ok := e.alloc(uint64(hdrLen + n))
 		if !ok {
@@ -744,7 +739,7 @@ func (e *endpoint) pullDone(p *pullOp, s *uapi.Status) {
 		return
 	}
 	copy(unsafe.Slice((*byte)(p.r.buf), p.n), e.lm[p.bounce:p.bounce+uint64(p.n)])
-	e.stats.CopiedPulls++
+	e.linkBufs.counts.CopiedPulls++
 	e.arena.free(p.bounce, uint64(p.n))
 	e.sendFIN(p.msg)
 	e.rxComplete(p.r, p.msg, p.n, p.msg.n-p.n, false)

@@ -47,10 +47,23 @@ type lmBuf struct {
 	hdrBusy    bool // an eager send's header is in the room until its DONE
 }
 
-// lmState is an endpoint's application buffers, sorted by user offset.
+// lmState is an endpoint's application buffers, sorted by user offset,
+// and what moved with and without copies.
 type lmState struct {
-	bufs []*lmBuf
-	held uint64 // arena bytes the caller holds
+	bufs   []*lmBuf
+	held   uint64 // arena bytes the caller holds
+	counts lmCounts
+}
+
+// lmCounts are what include/fi_dimmnet.h's stats report, printed at close
+// with FI_DIMMNET_STATS=1 on a line of their own ("dimmnet-fi linkmem").
+type lmCounts struct {
+	// bodies that moved from or into the caller's link memory with no
+	// copy, and those copied through a bounce
+	ZeroCopySends, CopiedSends, ZeroCopyPulls, CopiedPulls int
+	// RMA and atomics the device did on a region in the peer's link
+	// memory, and how many of those bounced the local buffer
+	DeviceRMA, CopiedRMA int
 }
 
 // lmReserve is the arena the caller cannot take: room for the largest
@@ -192,7 +205,7 @@ func (e *endpoint) sendLink(op *txOp, p avEntry, buf unsafe.Pointer, n int, hfla
 			e.freeTx(op)
 			return err, true
 		}
-		e.stats.ZeroCopySends++
+		e.linkBufs.counts.ZeroCopySends++
 		return 0, true
 	}
 	// rendezvous: the receiver pulls the body from the caller's buffer,
@@ -214,7 +227,7 @@ func (e *endpoint) sendLink(op *txOp, p avEntry, buf unsafe.Pointer, n int, hfla
 		e.freeTx(op)
 		return err, true
 	}
-	e.stats.ZeroCopySends++
+	e.linkBufs.counts.ZeroCopySends++
 	return 0, true
 }
 
@@ -259,7 +272,7 @@ func (e *endpoint) pullLinkDone(p *pullOp, s *uapi.Status) {
 		e.freeRecv(p.r)
 		return
 	}
-	e.stats.ZeroCopyPulls++
+	e.linkBufs.counts.ZeroCopyPulls++
 	e.sendFIN(p.msg)
 	e.rxComplete(p.r, p.msg, p.n, p.msg.n-p.n, false)
 	e.freeRecv(p.r)
@@ -313,7 +326,7 @@ func goLmStats(h C.uintptr_t, st *C.uint64_t) C.int {
 		return -C.FI_EINVAL
 	}
 	v := unsafe.Slice((*uint64)(unsafe.Pointer(st)), 8)
-	s := &e.stats
+	s := &e.linkBufs.counts
 	v[0], v[1], v[2], v[3] = uint64(s.ZeroCopySends), uint64(s.CopiedSends), uint64(s.ZeroCopyPulls), uint64(s.CopiedPulls)
 	v[4], v[5] = uint64(s.DeviceRMA), uint64(s.CopiedRMA)
 	v[6], v[7] = e.linkBufs.held, 0
@@ -432,7 +445,7 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 		} else {
 			tx.body, tx.bodyN = at, uint64(n) // copied out, then freed, by the PULL_DONE
 		}
-		e.stats.CopiedRMA++
+		e.linkBufs.counts.CopiedRMA++
 	}
 	cookie := uint64(ckLinkRMA)<<56 | e.id()
 	var err error
@@ -453,7 +466,7 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	}
 	e.ops[cookie&(1<<56-1)] = tx
 	e.rmaOps[id] = op
-	e.stats.DeviceRMA++
+	e.linkBufs.counts.DeviceRMA++
 	return 0, true
 }
 
@@ -495,7 +508,7 @@ func (e *endpoint) atomicLink(op int, operand, compare uint64, p avEntry, addr, 
 		return -errIO, true
 	}
 	e.ops[cookie&(1<<56-1)] = tx
-	e.stats.DeviceRMA++
+	e.linkBufs.counts.DeviceRMA++
 	return 0, true
 }
 

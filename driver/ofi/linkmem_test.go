@@ -125,7 +125,7 @@ func TestLinkMemSendRecv(t *testing.T) {
 		}
 		clear(out)
 		mu.Lock()
-		before := [2]epStats{p.e[0].stats, p.e[1].stats}
+		before := [2]lmCounts{p.e[0].linkBufs.counts, p.e[1].linkBufs.counts}
 		r := p.e[1].newRecv()
 		*r = recvOp{buf: d, size: c.n, src: addrUnspec, ctx: unsafe.Pointer(&ctx[1]), flags: dnDefault}
 		if ret := p.e[1].recv(r); ret != 0 {
@@ -145,7 +145,7 @@ func TestLinkMemSendRecv(t *testing.T) {
 			t.Fatalf("%d bytes (link %v): payload differs", c.n, c.link)
 		}
 		mu.Lock()
-		tx, rx := p.e[0].stats, p.e[1].stats
+		tx, rx := p.e[0].linkBufs.counts, p.e[1].linkBufs.counts
 		mu.Unlock()
 		zcSends, copied := tx.ZeroCopySends-before[0].ZeroCopySends, tx.CopiedSends-before[0].CopiedSends
 		zcPulls, copiedPulls := rx.ZeroCopyPulls-before[1].ZeroCopyPulls, rx.CopiedPulls-before[1].CopiedPulls
