@@ -307,16 +307,20 @@ func TestFaultsAndLeaks(t *testing.T) {
 // ordinary memory, inject, a send from inside a buffer and a range
 // straddling a buffer's end were copied; then the allocator's bad input
 // (-FI_EINVAL, -FI_ENOMEM) and fi_close refused (-FI_EBUSY) while
-// buffers are held.
+// buffers are held; on the shared-memory link and over UDP.
 func TestLinkMemZeroCopy(t *testing.T) {
 	dir := provider(t)
 	bin := filepath.Join(t.TempDir(), "linkmem")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-o", bin, "testdata/linkmem.c", "-lfabric").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	out := runCmd(t, env(t, dir), bin)
-	if !strings.Contains(out, "linkmem: ok") {
-		t.Fatalf("linkmem:\n%s", out)
+	// both media: the device's PUSH and PULL cross a shared-memory ring
+	// or UDP datagrams
+	for _, link := range []string{"shm", "udp"} {
+		out := runCmd(t, env(t, dir, "FI_DIMMNET_LINK="+link), bin)
+		if !strings.Contains(out, "linkmem: ok") {
+			t.Fatalf("linkmem over %s:\n%s", link, out)
+		}
+		t.Logf("over %s:\n%s", link, out)
 	}
-	t.Log(out)
 }
