@@ -71,6 +71,9 @@ func TestLinkMemAllocator(t *testing.T) {
 	if _, _, ok := e.linkBuf(unsafe.Add(a, 4000), 200); ok {
 		t.Error("a range straddling a buffer's end counts as link memory")
 	}
+	if _, _, ok := e.linkBuf(unsafe.Pointer(&e.lm[len(e.lm)-64]), 128); ok {
+		t.Error("a range straddling the end of link memory counts as link memory")
+	}
 	var ordinary [64]byte
 	if _, _, ok := e.linkBuf(unsafe.Pointer(&ordinary), 64); ok {
 		t.Error("ordinary memory counts as link memory")
