@@ -72,11 +72,13 @@ const (
 	shmRefLen = 16
 	// shmRefMaxFrame bounds a referring frame: a head and its reference.
 	shmRefMaxFrame = 256
-	// shmRefMin is the least payload sent by reference: below it the
-	// payload's few cache lines cross with the frame's own, and a
-	// reference would only add the receiver's reads of the sender's lines.
-	shmRefMin = 4096
 )
+
+// ShmRefMin is the least payload the shared-memory link sends by
+// reference: below it the payload's few cache lines cross with the
+// frame's own, and a reference would only add the receiver's reads of the
+// sender's lines.
+const ShmRefMin = 4096
 
 // sharedMem is the memory a port offers its peers.
 type sharedMem struct {
@@ -84,6 +86,17 @@ type sharedMem struct {
 	off  int64   // where the memory starts in the file
 	base uintptr // where it is mapped here (only compared, never read through)
 	size int
+	sent atomic.Uint64 // frames sent by reference
+}
+
+// Referred counts the frames this port sent by reference to a payload in
+// its shared memory: what a test or a measurement looks at to know the
+// one-copy path was taken.
+func (p *shmPort) Referred() uint64 {
+	if m := p.share.Load(); m != nil {
+		return m.sent.Load()
+	}
+	return 0
 }
 
 // offsetOf is b's offset in the shared memory, if b lies wholly in it.
@@ -273,7 +286,7 @@ var ErrBadOffer = errors.New("link: shared memory offer out of range")
 // lies in our shared memory, peer mapped it, and it is large enough to be
 // worth it; carried otherwise.
 func (p *shmPort) putFrame(peer *shmPeer, head, payload []byte) error {
-	if len(payload) >= shmRefMin && len(head) >= wire.EthHeaderLen && len(head)+shmRefLen <= shmRefMaxFrame && peer.mem.refer.Load() {
+	if len(payload) >= ShmRefMin && len(head) >= wire.EthHeaderLen && len(head)+shmRefLen <= shmRefMaxFrame && peer.mem.refer.Load() {
 		if m := p.share.Load(); m != nil {
 			if off, ok := m.offsetOf(payload); ok {
 				var ref [shmRefLen]byte
@@ -283,6 +296,9 @@ func (p *shmPort) putFrame(peer *shmPeer, head, payload []byte) error {
 				binary.BigEndian.PutUint16(head[12:], shmRefType)
 				err := p.put(peer, head, ref[:])
 				copy(head[12:14], ref[12:14]) // the caller keeps head on an error
+				if err == nil {
+					m.sent.Add(1)
+				}
 				return err
 			}
 		}
