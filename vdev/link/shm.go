@@ -612,7 +612,15 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := p.putFrame(peer, head, payload); err != nil {
+	if len(payload) >= ShmRefMin && peer.mem.refer.Load() { // a small frame pays one comparison
+		if done, err := p.putRef(peer, head, payload); done {
+			if err == nil {
+				p.Release(head)
+			}
+			return err
+		}
+	}
+	if err := p.put(peer, head, payload); err != nil {
 		return err
 	}
 	p.Release(head)

@@ -282,28 +282,30 @@ func mapPeerMem(fd int, off, size uint64) (*peerMapping, error) {
 // ErrBadOffer: a peer offered memory its file does not hold.
 var ErrBadOffer = errors.New("link: shared memory offer out of range")
 
-// putFrame puts a frame in peer's ring: by reference when its payload
-// lies in our shared memory, peer mapped it, and it is large enough to be
-// worth it; carried otherwise.
-func (p *shmPort) putFrame(peer *shmPeer, head, payload []byte) error {
-	if len(payload) >= ShmRefMin && len(head) >= wire.EthHeaderLen && len(head)+shmRefLen <= shmRefMaxFrame && peer.mem.refer.Load() {
-		if m := p.share.Load(); m != nil {
-			if off, ok := m.offsetOf(payload); ok {
-				var ref [shmRefLen]byte
-				binary.LittleEndian.PutUint64(ref[0:], off)
-				binary.LittleEndian.PutUint32(ref[8:], uint32(len(payload)))
-				copy(ref[12:14], head[12:14])
-				binary.BigEndian.PutUint16(head[12:], shmRefType)
-				err := p.put(peer, head, ref[:])
-				copy(head[12:14], ref[12:14]) // the caller keeps head on an error
-				if err == nil {
-					m.sent.Add(1)
-				}
-				return err
-			}
-		}
+// putRef puts the referring frame that stands for head and payload in
+// peer's ring, if payload lies in our shared memory (SendVec calls it for
+// a payload large enough to be worth it, to a peer that mapped that
+// memory); done false: it does not, and the frame is to be carried.
+func (p *shmPort) putRef(peer *shmPeer, head, payload []byte) (done bool, err error) {
+	m := p.share.Load()
+	if m == nil || len(head) < wire.EthHeaderLen || len(head)+shmRefLen > shmRefMaxFrame {
+		return false, nil
 	}
-	return p.put(peer, head, payload)
+	off, ok := m.offsetOf(payload)
+	if !ok {
+		return false, nil
+	}
+	var ref [shmRefLen]byte
+	binary.LittleEndian.PutUint64(ref[0:], off)
+	binary.LittleEndian.PutUint32(ref[8:], uint32(len(payload)))
+	copy(ref[12:14], head[12:14])
+	binary.BigEndian.PutUint16(head[12:], shmRefType)
+	err = p.put(peer, head, ref[:])
+	copy(head[12:14], ref[12:14]) // the caller keeps head on an error
+	if err == nil {
+		m.sent.Add(1)
+	}
+	return true, err
 }
 
 // isRef reports whether a frame head (a copy of ours) says it refers.
