@@ -78,7 +78,7 @@ const (
 // reference: below it the payload's few cache lines cross with the
 // frame's own, and a reference would only add the receiver's reads of the
 // sender's lines.
-const ShmRefMin = 4096
+const ShmRefMin = 2048
 
 // sharedMem is the memory a port offers its peers.
 type sharedMem struct {
