@@ -150,21 +150,24 @@ func (p *shmPort) ShareMemory(fd int, off int64, mem []byte) error {
 		return fmt.Errorf("link: shm node %d: reopen fd %d read-only: %w", p.node, fd, err)
 	}
 	m := &sharedMem{fd: ro, off: off, base: uintptr(unsafe.Pointer(unsafe.SliceData(mem))), size: len(mem)}
+	// Under p.mu: Close closes the descriptor under it, so no offer
+	// sends it closed (or another file under its number).
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed.Load() || !p.share.CompareAndSwap(nil, m) {
-		p.mu.Unlock()
 		unix.Close(ro)
 		return fmt.Errorf("link: shm node %d: memory already shared or port closed", p.node)
 	}
-	peers := *p.peers.Load()
-	p.mu.Unlock()
-	for _, peer := range peers {
+	for _, peer := range *p.peers.Load() {
 		p.offer(peer) // a peer added meanwhile is offered by add too; offer sends once
 	}
 	return nil
 }
 
-// offer sends peer our shared memory, once per connection.
+// offer sends peer our shared memory, once per connection: from
+// ShareMemory under p.mu, or from add before the peer's watchConn starts
+// (Close waits for that goroutine, so for the offer, before it closes the
+// descriptor).
 func (p *shmPort) offer(peer *shmPeer) {
 	m := p.share.Load()
 	if m == nil || peer.mem.offered.Swap(true) {
