@@ -61,4 +61,8 @@ struct dn_ep {
 	struct dn_rxq_ent rxq[DN_RXQ];
 };
 
+/* fi_open_ops on an endpoint or a domain: the provider's own operations,
+ * include/fi_dimmnet.h (linkmem.c). */
+int dn_lm_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+
 #endif
