@@ -389,9 +389,12 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		peer.gone.Store(true)
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(map[uint16]*shmPeer) {})
-		peer.pair.Mine.SetSleeping(p.parked.Load()) // under p.mu: Close unmaps it only after taking the lock
+		wake := p.flagNew(peer) // under p.mu: Close unmaps it only after taking the lock
 		p.mu.Unlock()
 		p.logf("node %d (pid %d) dialled by %d lost the race to one dialled by %d", peer.node, peer.pid, peer.dialer, old.dialer)
+		if wake {
+			p.wakeEngine()
+		}
 		return true
 	}
 	if old != nil {
@@ -412,13 +415,13 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	delete(p.failed, peer.node)
 	// After it is listed (a Park from now on reaches it) and under p.mu
 	// (Close unmaps it only after taking the lock).
-	peer.pair.Mine.SetSleeping(p.parked.Load())
-	if p.parked.Load() && peer.pair.Theirs.Lazy() {
-		p.fence()
-	}
+	wake := p.flagNew(peer)
 	p.wg.Add(1)
 	p.mu.Unlock()
 	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
+	if wake {
+		p.wakeEngine()
+	}
 	p.offer(peer)
 	go p.watchConn(peer)
 	if old != nil && old.pid != peer.pid {
@@ -426,6 +429,32 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		p.reportDown(old)
 	}
 	return true
+}
+
+// flagNew sets the sleep word of a peer's new ring as the port's (p.mu
+// held, the peer listed) and reports whether a parked port must wake its
+// engine for a frame already there. The peer may have finished its side
+// of the meeting first and published into the ring while the word still
+// read 0, so it did not signal; the engine's last look before it parked
+// did not know the ring. So, as the engine does before it sleeps: store
+// the word, fence for a lazy producer, look once more.
+func (p *shmPort) flagNew(peer *shmPeer) bool {
+	parked := p.parked.Load()
+	peer.pair.Mine.SetSleeping(parked)
+	if !parked {
+		return false
+	}
+	if peer.pair.Theirs.Lazy() {
+		p.fence()
+	}
+	return peer.pair.Pending()
+}
+
+// wakeEngine calls the engine's wake-up, if one is installed.
+func (p *shmPort) wakeEngine() {
+	if fn := p.notify.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // install changes the peer map (p.mu held) by copying it.
@@ -515,9 +544,7 @@ func (p *shmPort) reportDown(peer *shmPeer) {
 	if fn := p.downFn.Load(); fn != nil {
 		(*fn)(peer.mac)
 	}
-	if fn := p.notify.Load(); fn != nil {
-		(*fn)() // the engine acts on it
-	}
+	p.wakeEngine() // the engine acts on it
 }
 
 // watchWake turns a peer's signal into the engine's wake-up.
@@ -527,9 +554,7 @@ func (p *shmPort) watchWake() {
 		if _, err := p.wake.Wait(0); err != nil {
 			return
 		}
-		if fn := p.notify.Load(); fn != nil {
-			(*fn)()
-		}
+		p.wakeEngine()
 	}
 }
 

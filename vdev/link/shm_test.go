@@ -256,3 +256,45 @@ func TestShmTornIndexTakesPeerDown(t *testing.T) {
 		t.Fatal("the torn ring still looks pending")
 	}
 }
+
+// A port parked before it meets a peer is woken by the peer's first
+// frame. The peer's side of the meeting may finish first and publish
+// into the new ring while our sleep word there still reads 0 (so it does
+// not signal); our side then flags the ring, and must look at it once,
+// or the engine sleeps past the frame until the sender's retransmission.
+// The window is narrow: many meetings make it show (a few percent of them
+// lost the wake-up before the fix).
+func TestShmParkedPortWakesForNewPeer(t *testing.T) {
+	for i := 0; i < 300; i++ {
+		dir := t.TempDir()
+		a, err := ListenShm(dir, 1, 1514)
+		if err != nil {
+			t.Fatal(err)
+		}
+		woke := make(chan struct{}, 8)
+		a.SetNotify(func() {
+			select {
+			case woke <- struct{}{}:
+			default:
+			}
+		})
+		a.(Parker).Park(true)
+		b, err := ListenShm(dir, 2, 1514) // dials a
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(frameTo(b, wire.NodeMAC(1), "first")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woke:
+		case <-time.After(5 * time.Second): // bounds a hang; a lost wake-up never comes
+			t.Fatalf("meeting %d: parked port not woken (frame pending: %v)", i, a.(*shmPort).Pending())
+		}
+		if f := recvWithin(t, a); !bytes.HasSuffix(f, []byte("first")) {
+			t.Fatalf("meeting %d: got %q", i, f)
+		}
+		b.Close()
+		a.Close()
+	}
+}
