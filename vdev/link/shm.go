@@ -50,7 +50,10 @@ type shmPeer struct {
 	conn   *net.UnixConn
 	gone   atomic.Bool // superseded or down: its connection closing says nothing
 	exited atomic.Bool // its process is gone: drop it once its ring is read
-	mem    shmPeerMem  // the link memories we share (shmshare.go)
+	// unwatched: no goroutine reads its connection (its watchConn ended,
+	// or it never had one), so none maps its memory any more.
+	unwatched atomic.Bool
+	mem       shmPeerMem // the link memories we share (shmshare.go)
 }
 
 // shmPort is the shared-memory medium's port: one frame ring to and from
@@ -72,7 +75,8 @@ type shmPort struct {
 	list     atomic.Pointer[[]*shmPeer]          // the same, for Recv's round robin
 	last     atomic.Pointer[shmPeer]             // the peer Send found last, while not gone
 	failed   map[uint16]dialFailure              // last failed dial per node
-	dead     []*shmPeer                          // unmapped at Close: the engine may still hold them
+	dead     []*shmPeer                          // off the lists, released by reap (or Close)
+	nDead    atomic.Int32                        // len(dead): a receive with none to reap takes no lock
 	rxOnly   []*shmPeer                          // connections that lost a dialling race: read, not written
 	notify   atomic.Pointer[func()]              // wakes a sleeping engine
 	downFn   atomic.Pointer[func(mac [6]byte)]   // tells the device a peer is gone
@@ -389,7 +393,8 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		peer.gone.Store(true)
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(map[uint16]*shmPeer) {})
-		wake := p.flagNew(peer) // under p.mu: Close unmaps it only after taking the lock
+		peer.unwatched.Store(true) // it gets no watchConn
+		wake := p.flagNew(peer)    // under p.mu: Close unmaps it only after taking the lock
 		p.mu.Unlock()
 		p.logf("node %d (pid %d) dialled by %d lost the race to one dialled by %d", peer.node, peer.pid, peer.dialer, old.dialer)
 		if wake {
@@ -402,10 +407,10 @@ func (p *shmPort) add(peer *shmPeer) bool {
 		if old.pid == peer.pid {
 			p.rxOnly = append(p.rxOnly, old)
 		} else {
-			p.dead = append(p.dead, old)
+			p.bury(old)
 			for _, q := range p.rxOnly {
 				if q.node == old.node {
-					p.dead = append(p.dead, q)
+					p.bury(q)
 				}
 			}
 			p.rxOnly = slices.DeleteFunc(p.rxOnly, func(q *shmPeer) bool { return q.node == old.node })
@@ -496,6 +501,7 @@ func (p *shmPort) watchConn(peer *shmPeer) {
 	defer p.wg.Done()
 	p.readConn(peer)
 	p.down(peer)
+	peer.unwatched.Store(true)
 }
 
 // down takes peer off the medium (once) and tells the device. What it
@@ -519,7 +525,7 @@ func (p *shmPort) down(peer *shmPeer) {
 		p.rxOnly = append(p.rxOnly, peer)
 		p.install(func(m map[uint16]*shmPeer) { delete(m, peer.node) })
 	} else if !slices.Contains(p.rxOnly, peer) {
-		p.dead = append(p.dead, peer)
+		p.bury(peer)
 	}
 	p.mu.Unlock()
 	peer.conn.Close()
@@ -534,9 +540,41 @@ func (p *shmPort) prune(peer *shmPeer) {
 	defer p.mu.Unlock()
 	if i := slices.Index(p.rxOnly, peer); i >= 0 {
 		p.rxOnly = slices.Delete(p.rxOnly, i, i+1)
-		p.dead = append(p.dead, peer)
+		p.bury(peer)
 		p.install(func(map[uint16]*shmPeer) {})
 	}
+}
+
+// bury puts a peer taken off the lists (p.mu held) where reap releases it.
+func (p *shmPort) bury(peer *shmPeer) {
+	p.dead = append(p.dead, peer)
+	p.nDead.Store(int32(len(p.dead)))
+}
+
+// reap releases the peers taken off the lists whose connection no
+// goroutine reads any more: their rings and our mapping of their memory
+// (a departed process's memfd stays alive while we map it), their
+// connection and eventfd. RecvInPlace calls it after Done, on the
+// receiving goroutine: the device calls Send, Recv, RecvInPlace and
+// Pending one at a time (a pass of its engines), so none of them holds
+// such a peer now (a peer off the lists is found by none of them, and
+// the slot or memory the last RecvInPlace lent out was given back by
+// Done), and a frame held longer is a copy.
+func (p *shmPort) reap() {
+	if p.nDead.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dead = slices.DeleteFunc(p.dead, func(q *shmPeer) bool {
+		if !q.unwatched.Load() {
+			return false // its watchConn ends soon: its connection is closed
+		}
+		p.logf("released node %d (pid %d, dialled by %d)", q.node, q.pid, q.dialer)
+		q.release()
+		return true
+	})
+	p.nDead.Store(int32(len(p.dead)))
 }
 
 func (p *shmPort) reportDown(peer *shmPeer) {
@@ -705,6 +743,7 @@ func (p *shmPort) Recv() []byte {
 // whole, payload and all).
 func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
 	p.Done() // a caller that forgot: the slot is not lent twice
+	p.reap()
 	list := *p.list.Load()
 	for i := range list {
 		peer := list[(p.rr+i)%len(list)]
@@ -816,6 +855,7 @@ func (p *shmPort) Close() error {
 		peer.release()
 	}
 	p.dead = nil
+	p.nDead.Store(0)
 	if m := p.share.Load(); m != nil {
 		unix.Close(m.fd)
 	}

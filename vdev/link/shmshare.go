@@ -31,7 +31,8 @@ package link
 //     payload carried.
 //   - the mapping of a peer's memory lives as long as its ring (unmapped
 //     with it, in release), so a payload lent out is readable until Done
-//     and beyond.
+//     and beyond: a peer that left is released only at the next receive
+//     (reap), not at Done.
 
 import (
 	"encoding/binary"

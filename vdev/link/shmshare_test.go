@@ -347,3 +347,69 @@ func FuzzShmResolve(f *testing.F) {
 		}
 	})
 }
+
+// A peer that restarts leaves nothing of its old self mapped here: each
+// departed generation's link memory (and its rings) is unmapped once its
+// frames are read, not when our port closes, so a long-lived process
+// whose peer restarts keeps no dead process's 64 MiB memfd alive.
+func TestShmDepartedPeerMemoryUnmapped(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ListenShm(dir, 1, 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	pa := a.(*shmPort)
+	var names []string
+	for gen := 0; gen < 5; gen++ {
+		b, err := ListenShm(dir, 2, 9000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := memName(fmt.Sprintf("gen%d", gen))
+		names = append(names, name)
+		fd, mem := sharedMemfd(t, name, 4<<20)
+		if err := b.(MemorySharer).ShareMemory(fd, 0, mem); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(5 * time.Second); ; {
+			if q := (*pa.peers.Load())[2]; q != nil && q.mem.theirs.Load() != nil {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("generation %d: node 1 did not map node 2's memory", gen)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if n := mappingsOf(t, name); n != 2 { // the test's and node 1's
+			t.Fatalf("generation %d: %d mappings of its memory, want 2", gen, n)
+		}
+		b.Close()
+		// Node 1 sees it go, reads its ring to the end and lets it go.
+		for end := time.Now().Add(5 * time.Second); mappingsOf(t, name) != 1; {
+			if f := a.Recv(); f != nil {
+				a.Release(f)
+			}
+			if time.Now().After(end) {
+				t.Fatalf("generation %d: node 1 still maps the departed node's memory", gen)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for _, n := range names {
+		if got := mappingsOf(t, n); got != 1 { // the test's own, until cleanup
+			t.Errorf("%s: %d mappings, want 1", n, got)
+		}
+	}
+	// The departed nodes' rings went with them (node 1's own are named
+	// dimmnet-ring-1).
+	if got := mappingsOf(t, "dimmnet-ring-2 "); got != 0 {
+		t.Errorf("%d of node 2's rings still mapped", got)
+	}
+	pa.mu.Lock()
+	dead := len(pa.dead)
+	pa.mu.Unlock()
+	if dead != 0 {
+		t.Errorf("%d departed peers still held", dead)
+	}
+}
