@@ -449,8 +449,8 @@ func (p *shmPort) flagNew(peer *shmPeer) bool {
 	if !parked {
 		return false
 	}
-	if peer.pair.Theirs.Lazy() {
-		p.fence()
+	if peer.pair.Theirs.Lazy() && !p.fence() {
+		return true // the engine must not sleep on an unfenced look
 	}
 	return peer.pair.Pending()
 }
@@ -800,14 +800,17 @@ func (p *shmPort) Done() {
 // The engine and a driver's thread (Device.Drive) may call it at once:
 // under p.mu, so that the flags the peers read end as the last call left
 // parked, never parked with a peer left unflagged (it would not signal a
-// sleeping engine).
+// sleeping engine). A fence that fails (Map refuses lazy rings where it
+// cannot run, so only a filter installed since) wakes the engine at once:
+// its last look would not be ordered after the flags, and a frame a lazy
+// peer published then would wait for the retransmission.
 func (p *shmPort) Park(sleeping bool) {
 	if p.parked.Load() == sleeping {
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.parked.Swap(sleeping) == sleeping {
+		p.mu.Unlock()
 		return
 	}
 	lazy := false
@@ -815,17 +818,25 @@ func (p *shmPort) Park(sleeping bool) {
 		peer.pair.Mine.SetSleeping(sleeping)
 		lazy = lazy || peer.pair.Theirs.Lazy()
 	}
-	if sleeping && lazy {
-		p.fence() // before the caller's last look
+	fenced := !sleeping || !lazy || p.fence() // before the caller's last look
+	p.mu.Unlock()
+	if !fenced {
+		p.wakeEngine() // it keeps looking instead of sleeping
 	}
 }
 
+// shmFence is shmring.Fence; a test makes it fail.
+var shmFence = shmring.Fence
+
 // fence orders our sleep words before the caller's next look at rings
-// whose producers publish lazily (shmring.Fence).
-func (p *shmPort) fence() {
-	if err := shmring.Fence(); err != nil {
-		p.logf("%v", err) // Map refuses lazy rings where it cannot run
+// whose producers publish lazily (shmring.Fence), and reports whether it
+// did.
+func (p *shmPort) fence() bool {
+	if err := shmFence(); err != nil {
+		p.logf("%v", err)
+		return false
 	}
+	return true
 }
 
 // Close leaves the medium: peers see our connections end and report us down.

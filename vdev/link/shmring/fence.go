@@ -27,10 +27,11 @@ var registered = sync.OnceValue(func() bool {
 })
 
 // canFence reports whether this process can run Fence (the command may be
-// filtered, or the kernel older than 4.16).
+// filtered, or the kernel older than 4.16). It runs one: a seccomp filter
+// may allow the query and refuse the command.
 var canFence = sync.OnceValue(func() bool {
 	mask, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierQuery, 0, 0)
-	return errno == 0 && mask&membarrierGlobalExpedited != 0
+	return errno == 0 && mask&membarrierGlobalExpedited != 0 && Fence() == nil
 })
 
 // Fence is what a consumer runs between storing its sleep word and its
