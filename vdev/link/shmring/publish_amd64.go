@@ -10,6 +10,14 @@ package shmring
 // time in `perf rate --link shm`). What it gives up, ordering against a
 // later load (the sleep word), the consumer restores with Fence.
 //
+// TSO covers ordinary stores only: non-temporal ones (MOVNTDQ) are weakly
+// ordered and may become visible after a later plain store. The argument
+// also relies on Go's memmove, which copies regions of 1 MiB and more
+// (a large frame's payload into its slot) with non-temporal stores,
+// ending those loops with SFENCE (runtime/memmove_amd64.s): every byte
+// of the slot is then visible before the MOV that publishes it. A copy
+// of our own with non-temporal stores would need its own SFENCE.
+//
 //go:noescape
 func storeRelease(addr *uint64, v uint64)
 
