@@ -231,6 +231,9 @@ func (e *endpoint) bind(o any, flags uint64) int {
 	}
 	switch v := o.(type) {
 	case *cq:
+		if err := e.watch(&v.w); err != 0 {
+			return err
+		}
 		if flags&fTransmit != 0 {
 			e.txcq = v
 			e.txSel = flags&fSelective != 0
@@ -253,6 +256,9 @@ func (e *endpoint) bind(o any, flags uint64) int {
 			}
 		}
 	case *cntr:
+		if err := e.watch(&v.w); err != 0 {
+			return err
+		}
 		if flags&fSend != 0 {
 			e.txCntr = v
 		}
@@ -362,6 +368,7 @@ func (e *endpoint) close() {
 		e.d.Drive(false)
 		e.driving = false
 	}
+	e.unwatchAll()
 	e.dev.close()
 }
 

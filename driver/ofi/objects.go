@@ -236,11 +236,15 @@ type cq struct {
 	head    int
 	errs    []cqEntry
 	eps     []*endpoint // bound: reading progresses them
+	w       waitObj     // FI_WAIT_FD (wait.go)
 }
 
 func (q *cq) push(e cqEntry) {
 	if trace {
 		logf("completion ctx %p flags %#x len %d tag %#x err %d", e.ctx, e.flags, e.len, e.tag, e.err)
+	}
+	if q.w.armed {
+		q.w.signal() // an entry no status brought (another thread's call)
 	}
 	if e.err != 0 {
 		q.errs = append(q.errs, e)
@@ -305,8 +309,10 @@ func deadlineAfter(ms int64) time.Time {
 
 // cntr is a counter of completions and of errors.
 type cntr struct {
-	val, errs uint64
-	eps       []*endpoint
+	val, errs         uint64
+	eps               []*endpoint
+	w                 waitObj // FI_WAIT_FD (wait.go)
+	seenVal, seenErrs uint64  // at the last fi_cntr_read: fi_trywait waits for a change
 }
 
 func (c *cntr) progress() {

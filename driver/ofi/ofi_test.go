@@ -299,3 +299,20 @@ func TestFaultsAndLeaks(t *testing.T) {
 	}
 	t.Log(out)
 }
+
+// TestWaitFD runs testdata/waitfd.c: a CQ, a counter and an EQ opened
+// with FI_WAIT_FD hand out descriptors that poll(2) sleeps on after
+// fi_trywait; a forked peer's message wakes the CQ's and the counter's
+// while the waiter calls nothing of the provider (payloads checked), the
+// poll stays quiet when nothing comes and after the read, and
+// fi_trywait answers -FI_EAGAIN while a completion is pending.
+func TestWaitFD(t *testing.T) {
+	dir := provider(t)
+	bin := filepath.Join(t.TempDir(), "waitfd")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-o", bin, "testdata/waitfd.c", "-lfabric").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	if out := runCmd(t, env(t, dir), bin); !strings.Contains(out, "waitfd: ok") {
+		t.Fatalf("waitfd:\n%s", out)
+	}
+}

@@ -61,4 +61,11 @@ struct dn_ep {
 	struct dn_rxq_ent rxq[DN_RXQ];
 };
 
+/* ---- wait objects (wait.c, wait.go): FI_WAIT_FD descriptors, fi_trywait,
+ * the event queue. */
+uintptr_t dn_fid_handle(struct fid *fid);
+int dn_wait_control(struct fid *fid, int command, void *arg);
+int dn_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
+int dn_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+
 #endif
