@@ -237,6 +237,9 @@ type cq struct {
 	errs    []cqEntry
 	eps     []*endpoint // bound: reading progresses them
 	w       waitObj     // FI_WAIT_FD (wait.go)
+	// signalled: fi_cq_signal was called; a blocking read returns
+	// -FI_EAGAIN (wait.go)
+	signalled bool
 }
 
 func (q *cq) push(e cqEntry) {
@@ -268,7 +271,7 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	q.progress()
 	if timeoutMs >= 0 && len(q.entries) == 0 && len(q.errs) == 0 {
 		deadline := deadlineAfter(timeoutMs)
-		for len(q.entries) == 0 && len(q.errs) == 0 && time.Now().Before(deadline) {
+		for len(q.entries) == 0 && len(q.errs) == 0 && !q.signalled && time.Now().Before(deadline) {
 			mu.Unlock()
 			if len(q.eps) > 0 {
 				q.eps[0].sleep(time.Until(deadline))
@@ -283,6 +286,9 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 		return 0, eAvail
 	}
 	if q.head == len(q.entries) {
+		if timeoutMs >= 0 {
+			q.signalled = false // the blocking read it woke
+		}
 		return 0, eAgain
 	}
 	k := min(n, len(q.entries)-q.head)

@@ -425,7 +425,7 @@ static const char *dn_cq_strerror(struct fid_cq *cq, int prov_errno, const void 
 static struct fi_ops_cq dn_cq_ops = {
 	.size = sizeof(struct fi_ops_cq), .read = dn_cq_read, .readfrom = dn_cq_readfrom,
 	.readerr = dn_cq_readerr, .sread = dn_cq_sread, .sreadfrom = dn_cq_sreadfrom,
-	.signal = NOSYS, .strerror = dn_cq_strerror,
+	.signal = dn_cq_signal, /* wait.c */ .strerror = dn_cq_strerror,
 };
 
 static int dn_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context)

@@ -67,5 +67,6 @@ uintptr_t dn_fid_handle(struct fid *fid);
 int dn_wait_control(struct fid *fid, int command, void *arg);
 int dn_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
 int dn_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+int dn_cq_signal(struct fid_cq *cq);
 
 #endif

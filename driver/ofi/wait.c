@@ -37,6 +37,12 @@ int dn_wait_control(struct fid *fid, int command, void *arg)
 	return 0;
 }
 
+/* fi_cq_signal: a thread in fi_cq_sread returns -FI_EAGAIN. */
+int dn_cq_signal(struct fid_cq *cq)
+{
+	return goCqSignal(dn_fid_handle(&cq->fid));
+}
+
 /* ---------------------------------------------------------------- EQ */
 
 #define DN_EQ_DATA 256 /* the largest event fi_eq_write takes */

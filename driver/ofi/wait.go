@@ -287,3 +287,18 @@ func goCntrOpen(wait C.int, h *C.uintptr_t) C.int {
 	*h = newHandle(&cntr{w: w})
 	return 0
 }
+
+//export goCqSignal
+func goCqSignal(h C.uintptr_t) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	q, ok := obj[*cq](h)
+	if !ok {
+		return -C.FI_EINVAL
+	}
+	q.signalled = true // a reader in fi_cq_sread looks between its sleeps
+	if q.w.fd >= 0 {
+		q.w.signal() // and one in poll wakes
+	}
+	return 0
+}

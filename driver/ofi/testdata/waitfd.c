@@ -14,7 +14,8 @@
  *      while the waiter looked away): fi_trywait says -FI_EAGAIN, twice
  *      (the entry waits in the CQ), and the read finds it;
  *   6. the same for five messages in a row, each woken by its own poll;
- *   7. fi_cq_sread on the same CQ still blocks until a message comes;
+ *   7. fi_cq_sread on the same CQ still blocks until a message comes, and
+ *      fi_cq_signal ends one at once (-FI_EAGAIN);
  *   8. a receive counter opened with FI_WAIT_FD: trywait succeeds while
  *      it has not moved since it was read, a peer's message wakes its
  *      poll and the counter has moved by one, and trywait then says
@@ -281,6 +282,13 @@ int main(void)
 	check(&e, 8);
 	if (hear(c2p[0]) != 'D')
 		FAIL("peer");
+
+	/* fi_cq_signal ends a blocking read at once */
+	OK(fi_cq_signal(w.cq));
+	double ts = ms_now();
+	n = fi_cq_sread(w.cq, &e, 1, NULL, 5000);
+	if (n != -FI_EAGAIN || ms_now() - ts > 2500)
+		FAIL("fi_cq_sread after fi_cq_signal: %zd after %.0f ms, want -FI_EAGAIN at once", n, ms_now() - ts);
 
 	/* 8. the counter's descriptor */
 	int cfd = -1;
