@@ -163,8 +163,8 @@ func TestOpenMPIAcrossNamespaces(t *testing.T) {
 	}
 }
 
-// TestOpenMPIOneSidedAcrossNamespaces: MPI_Put, MPI_Get and
-// MPI_Fetch_and_op over osc rdma and btl ofi. Ranks on one host share the
+// TestOpenMPIOneSidedAcrossNamespaces: MPI_Put, MPI_Get,
+// MPI_Fetch_and_op and MPI_Compare_and_swap over osc rdma and btl ofi. Ranks on one host share the
 // window's memory directly, so it takes a rank on each of two hosts for
 // osc rdma to use the provider's RMA and atomics; the provider's counts
 // show it did. One rank per host: two daemons of one hostname share

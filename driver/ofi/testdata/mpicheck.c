@@ -6,8 +6,8 @@
  *   mpicheck bench    also measure 8-byte one-way latency (ranks 0 and 1,
  *                     half the round trip) and 1 MiB bandwidth, median of
  *                     5 runs, printed as "bench: lat8_us=... bw1m_MBps=..."
- *   mpicheck rma      check MPI one-sided: Put, Get, Fetch_and_op on a
- *                     window ("rmacas": Compare_and_swap too)
+ *   mpicheck rma      check MPI one-sided: Put, Get, Fetch_and_op and
+ *                     Compare_and_swap on a window
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -141,7 +141,7 @@ static void collectives(void)
 		MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void rma(int cas)
+static void rma(void)
 {
 	long *base;
 	MPI_Win win;
@@ -175,14 +175,8 @@ static void rma(int cas)
 		CHECK(base[100] == (long)size * (size + 1) / 2, "fetch_and_op sum: %ld", base[100]);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
-	/* compare-and-swap: exactly one rank swaps 0 -> rank+1. Open MPI
-	 * 4.1.4's btl ofi passes a NULL local registration to fi_compare_atomic
-	 * from osc rdma's MPI_Compare_and_swap and crashes with every provider
-	 * (tcp and shm too), so this runs only when asked ("rmacas"). */
-	if (!cas) {
-		MPI_Win_free(&win);
-		return;
-	}
+	/* compare-and-swap: exactly one rank swaps 0 -> rank+1, and the word
+	 * holds the winner's value */
 	long cmp = 0, swp = rank + 1, res = -1;
 	MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
 	MPI_Compare_and_swap(&swp, &cmp, &res, MPI_LONG, 0, 200, win);
@@ -190,6 +184,14 @@ static void rma(int cas)
 	int won = res == 0, winners;
 	MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	CHECK(winners == 1, "compare_and_swap: %d winners", winners);
+	long mine = won ? swp : 0, want;
+	MPI_Allreduce(&mine, &want, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+		MPI_Win_unlock(0, win);
+		CHECK(base[200] == want, "compare_and_swap: word %ld, winner's value %ld", base[200], want);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Win_free(&win);
 }
 
@@ -254,8 +256,8 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	CHECK(size >= 2, "need at least 2 ranks");
-	if (argc > 1 && !strncmp(argv[1], "rma", 3)) {
-		rma(!strcmp(argv[1], "rmacas"));
+	if (argc > 1 && !strcmp(argv[1], "rma")) {
+		rma();
 	} else if (argc > 1 && !strcmp(argv[1], "bench")) {
 		bench();
 	} else {
