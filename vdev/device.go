@@ -319,6 +319,12 @@ func (d *Device) AttachPort(p link.Port) {
 	if c, ok := p.(link.ChecksumNeeder); ok {
 		d.crc = c.NeedsCRC()
 	}
+	if s, ok := p.(link.MemorySharer); ok {
+		// Peers that map it copy large payloads straight out of it: one
+		// copy instead of two. On failure (a region that is a plain file)
+		// the port carries them as before.
+		s.ShareMemory(d.shm.FD, int64(d.g.LinkMemOff), d.lm)
+	}
 	mp := uint32(p.MTU()-wire.FrameOverhead) &^ 7
 	d.maxPayload = mp
 	d.r.Store64(uapi.RegMTU, uint64(mp))

@@ -80,6 +80,8 @@ type txOp struct {
 	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
 	inject    bool // no completion, not even an error entry: the counter counts it
+
+	lmHdr *lmBuf // linkmem.go: an eager send from the caller's buffer holds its header room
 }
 
 type recvOp struct {
@@ -113,6 +115,7 @@ type pullOp struct {
 	bounce uint64
 	n      int // bytes pulled (min of message and buffer)
 	id     uint64
+	direct bool // linkmem.go: pulled straight into the caller's link memory, no bounce
 }
 
 // endpoint is one FI_EP_RDM endpoint: one device of its own on the
@@ -148,6 +151,7 @@ type endpoint struct {
 	eagerMax        int
 	rmaOps          map[uint64]*rmaOp    // rma requests waiting for their answer
 	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
+	linkBufs        lmState              // linkmem.go: the caller's link-memory buffers
 
 	stats    epStats
 	driving  bool          // the caller's thread runs the device (drive)
@@ -346,6 +350,7 @@ func (e *endpoint) close() {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "dimmnet-fi stats: node %d %+v\ndimmnet-fi device: node %d%s\n", e.node, e.stats, e.node, ctrs.String())
+		fmt.Fprintf(os.Stderr, "dimmnet-fi linkmem: node %d %+v\n", e.node, e.linkBufs.counts) // linkmem.go
 	}
 	for _, q := range []*cq{e.txcq, e.rxcq} {
 		if q != nil {
@@ -446,6 +451,10 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		return 0
 	}
 	e.stats.Sends++
+	if ret, handled := e.sendLink(op, p, buf, n, hflags); handled {
+		return ret
+	}
+	e.linkBufs.counts.CopiedSends++
 	if n <= e.eagerMax {
 		at, ok := e.alloc(uint64(hdrLen + n))
 		if !ok {
@@ -688,6 +697,9 @@ func (e *endpoint) deliver(r *recvOp, m *inMsg) {
 }
 
 func (e *endpoint) startPull(p *pullOp) {
+	if e.pullLink(p) {
+		return
+	}
 	at, ok := e.arena.alloc(uint64(p.n))
 	if !ok {
 		e.waiting = append(e.waiting, p)
@@ -714,6 +726,10 @@ func (e *endpoint) startPull(p *pullOp) {
 
 func (e *endpoint) pullDone(p *pullOp, s *uapi.Status) {
 	delete(e.pulls, p.id)
+	if p.direct {
+		e.pullLinkDone(p, s)
+		return
+	}
 	if p.done != nil {
 		if s.Type == uapi.StError {
 			p.fail(errFor(s), int(s.Err))
@@ -730,6 +746,7 @@ func (e *endpoint) pullDone(p *pullOp, s *uapi.Status) {
 		return
 	}
 	copy(unsafe.Slice((*byte)(p.r.buf), p.n), e.lm[p.bounce:p.bounce+uint64(p.n)])
+	e.linkBufs.counts.CopiedPulls++
 	e.arena.free(p.bounce, uint64(p.n))
 	e.sendFIN(p.msg)
 	e.rxComplete(p.r, p.msg, p.n, p.msg.n-p.n, false)
@@ -958,6 +975,7 @@ func (e *endpoint) status(s *uapi.Status) {
 		delete(e.ops, id)
 		defer e.freeTx(op)
 		e.arena.free(op.stage, op.stageN)
+		op.linkSendDone()
 		failed := s.Type == uapi.StError
 		switch kind {
 		case ckSend:
@@ -975,6 +993,8 @@ func (e *endpoint) status(s *uapi.Status) {
 			if failed {
 				e.rmaFail(op.rbuf, errFor(s), int(s.Err))
 			}
+		case ckLinkRMA:
+			e.linkRMADone(op, s)
 		case ckRTS:
 			if failed {
 				if so := e.rdv[op.rbuf]; so != nil {

@@ -74,6 +74,9 @@ func goClose(h C.uintptr_t) C.int {
 	}
 	switch v := handleValue(h).(type) {
 	case *endpoint:
+		if v.lmBusy() != nil {
+			return -C.FI_EBUSY
+		}
 		v.close()
 	case *cq:
 		if len(v.eps) > 0 {

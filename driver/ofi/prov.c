@@ -226,10 +226,18 @@ static struct fi_ops dn_free_ops = {
 	.control = NOSYS, .ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
 };
 
+/* a domain's fid: freed on close; fi_open_ops gives the link-memory
+ * operations (linkmem.c) */
+static struct fi_ops dn_domain_fi_ops = {
+	.size = sizeof(struct fi_ops), .close = dn_free_close, .bind = NOSYS,
+	.control = NOSYS, .ops_open = dn_lm_ops_open, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
+};
+
 static int dn_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags) { return -FI_ENOSYS; }
 static struct fi_ops dn_go_ops = {
 	.size = sizeof(struct fi_ops), .close = dn_go_close, .bind = dn_av_bind,
-	.control = dn_wait_control, /* wait.c: FI_GETWAIT, FI_GETWAITOBJ */ .ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
+	.control = dn_wait_control, /* wait.c: FI_GETWAIT, FI_GETWAITOBJ */
+	.ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
 };
 
 /* ---- memory registration: the device needs none (mr_mode 0) but callers
@@ -257,8 +265,9 @@ static int dn_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	m->mr.fid.context = context;
 	m->mr.fid.ops = &dn_mr_fi_ops;
 	m->mr.mem_desc = NULL;
-	m->mr.key = requested_key;
-	int ret = goMrReg(requested_key, (void *)buf, len);
+	uint64_t key = requested_key; /* a region in link memory gets the provider's (linkmem.go) */
+	int ret = goMrReg(requested_key, (void *)buf, len, &key);
+	m->mr.key = key;
 	if (ret) {
 		free(m);
 		return ret;
@@ -513,7 +522,7 @@ static int dn_ep_control(struct fid *fid, int command, void *arg)
 }
 static struct fi_ops dn_ep_fi_ops = {
 	.size = sizeof(struct fi_ops), .close = dn_go_close, .bind = dn_ep_bind,
-	.control = dn_ep_control, .ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
+	.control = dn_ep_control, .ops_open = dn_lm_ops_open, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
 };
 
 static ssize_t dn_cancel(fid_t fid, void *context) { return goEpCancel(EPH(fid), context); }
@@ -901,7 +910,7 @@ static int dn_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid
 		return -FI_ENOMEM;
 	d->d.fid.fclass = FI_CLASS_DOMAIN;
 	d->d.fid.context = context;
-	d->d.fid.ops = &dn_free_ops;
+	d->d.fid.ops = &dn_domain_fi_ops;
 	d->d.ops = &dn_domain_ops;
 	d->d.mr = &dn_mr_ops;
 	*dom = &d->d;

@@ -69,4 +69,8 @@ int dn_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq
 int dn_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 int dn_cq_signal(struct fid_cq *cq);
 
+/* fi_open_ops on an endpoint or a domain: the provider's own operations,
+ * include/fi_dimmnet.h (linkmem.c). */
+int dn_lm_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+
 #endif

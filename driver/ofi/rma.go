@@ -102,6 +102,9 @@ func (e *endpoint) rma(write bool, buf unsafe.Pointer, n int, peer, addr, key, d
 	} else {
 		e.stats.RMAReads++
 	}
+	if ret, handled := e.rmaLink(write, buf, n, p, addr, key, flags, op, id); handled {
+		return ret
+	}
 	src := unsafe.Slice((*byte)(buf), n)
 	if p.node == e.node {
 		e.rmaOps[id] = op
@@ -179,6 +182,12 @@ func (e *endpoint) atomic(op int, operand, compare uint64, result unsafe.Pointer
 	if p.node == e.node {
 		e.serveAtomic(e.node, key, byte(op), operand, compare, addr, id)
 		return 0
+	}
+	if ret, handled := e.atomicLink(op, operand, compare, p, addr, key, id); handled {
+		if ret != 0 {
+			delete(e.rmaOps, id)
+		}
+		return ret
 	}
 	at, ok := e.alloc(hdrLen)
 	if !ok {
@@ -392,13 +401,19 @@ func (e *endpoint) rmaFail(id uint64, err, prov int) {
 }
 
 //export goMrReg
-func goMrReg(key C.uint64_t, buf unsafe.Pointer, n C.size_t) C.int {
+func goMrReg(key C.uint64_t, buf unsafe.Pointer, n C.size_t, out *C.uint64_t) C.int {
 	mu.Lock()
 	defer mu.Unlock()
-	if _, ok := regions[uint64(key)]; ok {
+	k, err := linkMRKey(uint64(key), buf, uint64(n)) // linkmem.go: the provider's key for a region in link memory
+	if err != nil {
+		logf("fi_mr_reg: %v", err)
 		return -C.FI_ENOKEY
 	}
-	regions[uint64(key)] = region{base: buf, n: uint64(n)}
+	if _, ok := regions[k]; ok {
+		return -C.FI_ENOKEY
+	}
+	regions[k] = region{base: buf, n: uint64(n)}
+	*out = C.uint64_t(k)
 	return 0
 }
 

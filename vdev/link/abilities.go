@@ -16,7 +16,9 @@ package link
 // the same system call, so a large payload is copied once instead of twice.
 // SendVec takes ownership of head unless it returns an error, as Send does.
 // It reads payload during the call, or, on a port that is also a
-// Backlogger, until the frame has left: the device gathers a command's
+// Backlogger, until the frame has left, or, on a MemorySharer, for a
+// payload in the shared memory, until the receiver has taken the frame
+// (before it acknowledges the packet): the device gathers a command's
 // first send of a packet, from a buffer the driver keeps stable until the
 // command completes, which takes that packet's ACK (resends are copied),
 // and a PULL response only on a port that reads it during the call and
@@ -40,6 +42,17 @@ type InPlaceReceiver interface {
 	RecvInPlace(n int) (head, rest []byte)
 	// Done gives the medium back the memory of the last rest.
 	Done()
+}
+
+// MemorySharer is a Port whose peers can map the device's link memory
+// (the shared-memory link): the device shares it when it attaches the
+// port, and a frame whose payload lies there may cross as a reference the
+// receiver copies the payload from, once, straight into its own link
+// memory. fd is the sealed memfd the memory lies in, at offset off; it
+// stays the caller's. An error (ErrNotSealed for a region that is a plain
+// file) leaves the port carrying every payload, as before.
+type MemorySharer interface {
+	ShareMemory(fd int, off int64, mem []byte) error
 }
 
 // Backlogger is a Port that queues frames and sends them on its own
@@ -186,6 +199,7 @@ var (
 	_ ChecksumNeeder = (*udpPort)(nil)
 
 	_ VectorSender       = (*shmPort)(nil)
+	_ MemorySharer       = (*shmPort)(nil)
 	_ InPlaceReceiver    = (*shmPort)(nil)
 	_ Peeker             = (*shmPort)(nil)
 	_ Parker             = (*shmPort)(nil)

@@ -50,6 +50,7 @@ type shmPeer struct {
 	conn   *net.UnixConn
 	gone   atomic.Bool // superseded or down: its connection closing says nothing
 	exited atomic.Bool // its process is gone: drop it once its ring is read
+	mem    shmPeerMem  // the link memories we share (shmshare.go)
 }
 
 // shmPort is the shared-memory medium's port: one frame ring to and from
@@ -82,6 +83,7 @@ type shmPort struct {
 	wg       sync.WaitGroup
 	dropped  atomic.Uint64 // frames refused by the ring checks (corrupt indexes or lengths)
 	txErrors atomic.Uint64
+	share    atomic.Pointer[sharedMem] // the memory frames may refer to (shmshare.go)
 }
 
 // ListenShm claims node id node in the rendezvous directory dir (created
@@ -414,6 +416,7 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	p.wg.Add(1)
 	p.mu.Unlock()
 	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
+	p.offer(peer)
 	go p.watchConn(peer)
 	if old != nil && old.pid != peer.pid {
 		old.conn.Close()
@@ -450,19 +453,16 @@ func (peer *shmPeer) release() {
 	peer.conn.Close()
 	peer.pair.Mine.Close()
 	peer.pair.Theirs.Close()
+	peer.mem.close()
 	unix.Close(peer.wake)
 }
 
-// watchConn waits for the peer's connection to end: its process exited
-// (the kernel closes its end) or it closed the port.
+// watchConn reads the peer's messages (shmshare.go) until its connection
+// ends: its process exited (the kernel closes its end) or it closed the
+// port.
 func (p *shmPort) watchConn(peer *shmPeer) {
 	defer p.wg.Done()
-	var b [64]byte
-	for {
-		if _, err := peer.conn.Read(b[:]); err != nil {
-			break
-		}
-	}
+	p.readConn(peer)
 	p.down(peer)
 }
 
@@ -591,7 +591,9 @@ func (p *shmPort) peer(mac []byte) (*shmPeer, error) {
 func (p *shmPort) Send(f []byte) error { return p.SendVec(f, nil) }
 
 // SendVec puts head and payload in the destination's ring as one frame:
-// the payload is copied once, straight into the slot.
+// the payload is copied once, straight into the slot, or not at all when
+// it lies in the memory the port shares (ShareMemory) and the peer mapped
+// it: the frame then refers to it (shmshare.go).
 func (p *shmPort) SendVec(head, payload []byte) error {
 	if len(head) < wire.EthHeaderLen {
 		return errors.New("link: runt frame")
@@ -609,6 +611,14 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	peer, err := p.peer(head[:6])
 	if err != nil {
 		return err
+	}
+	if len(payload) >= ShmRefMin && peer.mem.refer.Load() { // a small frame pays one comparison
+		if done, err := p.putRef(peer, head, payload); done {
+			if err == nil {
+				p.Release(head)
+			}
+			return err
+		}
 	}
 	if err := p.put(peer, head, payload); err != nil {
 		return err
@@ -661,7 +671,10 @@ func (p *shmPort) Recv() []byte {
 }
 
 // RecvInPlace takes the next frame, visiting the peers' rings in turn: its
-// first n bytes copied, the rest left in the peer's slot until Done.
+// first n bytes copied, the rest left in the peer's slot until Done (or,
+// for a frame that refers to its payload, in our mapping of the peer's
+// memory, where it stays readable; a head longer than n is then copied
+// whole, payload and all).
 func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
 	p.Done() // a caller that forgot: the slot is not lent twice
 	list := *p.list.Load()
@@ -688,6 +701,19 @@ func (p *shmPort) RecvInPlace(n int) (head, rest []byte) {
 		}
 		k := min(n, len(v))
 		head = append(p.frames.get(), v[:k]...)
+		if isRef(head) { // a referring frame (shmshare.go): its slot holds no payload
+			var ok bool
+			head, rest, ok = p.resolve(peer, v, n, head)
+			peer.pair.Done()
+			if !ok {
+				p.Release(head)
+				p.dropped.Add(1)
+				p.logf("node %d sent a reference outside its memory", peer.node)
+				continue
+			}
+			p.rr = (p.rr + i + 1) % len(list)
+			return head, rest
+		}
 		p.viewing = peer
 		p.rr = (p.rr + i + 1) % len(list)
 		return head, v[k:]
@@ -749,6 +775,9 @@ func (p *shmPort) Close() error {
 		peer.release()
 	}
 	p.dead = nil
+	if m := p.share.Load(); m != nil {
+		unix.Close(m.fd)
+	}
 	if p.lockFD >= 0 {
 		unix.Close(p.lockFD) // releases the claim; the file stays, so a waiting claimer never locks an unlinked one
 	}

@@ -4,8 +4,14 @@
  * median, tail, and how much of the mean the stalls (round trips over
  * 20 us) make. PPSTAT_SPLIT=1 also times the client's calls (fi_inject,
  * the fi_cq_read that completes, fi_recv); PPSTAT_GAPS=1 histograms the
- * stalls and writes their times to stalls.txt. Not a test: a tool for
- * docs/ofi.md's figures (gcc -O2 ppstat.c -o ppstat -lfabric). */
+ * stalls and writes their times to stalls.txt. PPSTAT_SEND=1 sends with
+ * fi_send (the buffer kept until its completion, reaped before the next
+ * send) instead of fi_inject, as any SIZE over the inject limit does;
+ * PPSTAT_LINKMEM=1 (dimmnet) also allocates both sides' buffers from
+ * link memory through the provider's ops (../include/fi_dimmnet.h), so
+ * bodies move with no bounce copy, and prints the endpoint's counters.
+ * Not a test: a tool for docs/ofi.md's figures (gcc -O2 ppstat.c -o
+ * ppstat -lfabric). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +24,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
+#include "../include/fi_dimmnet.h"
 
 static double now(void)
 {
@@ -31,6 +38,34 @@ static int cmpd(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 #define CK(x) do { int _r = (x); if (_r) { fprintf(stderr, "%s: %d %s\n", #x, _r, fi_strerror(-_r)); exit(1); } } while (0)
+
+static ssize_t inject(struct fid_ep *ep, struct fid_cq *txcq, char *tx, int size, fi_addr_t dst)
+{
+	struct fi_cq_entry e;
+	ssize_t r;
+	while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
+		fi_cq_read(txcq, &e, 1);
+	return r;
+}
+
+static ssize_t send_reaped(struct fid_ep *ep, struct fid_cq *txcq, char *tx, int size, fi_addr_t dst,
+			   struct fi_context *ctx, int *pending)
+{
+	struct fi_cq_entry e;
+	ssize_t r;
+	while (*pending) {
+		r = fi_cq_read(txcq, &e, 1);
+		if (r == 1)
+			*pending = 0;
+		else if (r != -FI_EAGAIN)
+			return r;
+	}
+	while ((r = fi_send(ep, tx, size, NULL, dst, ctx)) == -FI_EAGAIN)
+		fi_cq_read(txcq, &e, 1);
+	if (r == 0)
+		*pending = 1;
+	return r;
+}
 
 int main(int argc, char **argv)
 {
@@ -64,9 +99,24 @@ int main(int argc, char **argv)
 	CK(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT));
 	CK(fi_ep_bind(ep, &rxcq->fid, FI_RECV));
 	CK(fi_enable(ep));
-	char *buf = calloc(1, 1 << 16), *tx = buf + 32768;
-	struct fi_context rxctx;
-	CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+	size_t rxn = size > 32768 ? size : 32768, txn = size > 64 ? size : 64;
+	int linkmem = getenv("PPSTAT_LINKMEM") != NULL;
+	int sendmode = linkmem || getenv("PPSTAT_SEND") != NULL || size > 4096;
+	struct fi_dimmnet_linkmem_ops *lm = NULL;
+	char *buf, *tx;
+	if (linkmem) {
+		CK(fi_open_ops(&dom->fid, FI_DIMMNET_LINKMEM_OPS, 0, (void **)&lm, NULL));
+		CK(lm->alloc(ep, rxn, 0, (void **)&buf));
+		CK(lm->alloc(ep, txn, 0, (void **)&tx));
+		memset(buf, 0, rxn);
+		memset(tx, 0, txn);
+	} else {
+		buf = calloc(1, rxn);
+		tx = calloc(1, txn);
+	}
+	struct fi_context rxctx, txctx;
+	int txpending = 0;
+	CK((int)fi_recv(ep, buf, rxn, NULL, 0, &rxctx));
 	char name[64], peer[64];
 	size_t nl = sizeof name;
 	CK(fi_getname(&ep->fid, name, &nl));
@@ -91,6 +141,8 @@ int main(int argc, char **argv)
 	FILE *sf = gaps && !server ? fopen("stalls.txt", "w") : NULL;
 	long polls = 0;
 	struct fi_cq_entry e;
+	/* SEND: fi_inject, or fi_send after the previous send's completion */
+#define SEND() (sendmode ? send_reaped(ep, txcq, tx, size, dst, &txctx, &txpending) : inject(ep, txcq, tx, size, dst))
 	double t0 = now(), last = t0;
 	for (int i = 0; i < iters; i++) {
 		ssize_t r;
@@ -98,15 +150,11 @@ int main(int argc, char **argv)
 			while ((r = fi_cq_read(rxcq, &e, 1)) == -FI_EAGAIN)
 				polls++;
 			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
-			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
-			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
-				fi_cq_read(txcq, &e, 1);
-			if (r) return 1;
+			CK((int)fi_recv(ep, buf, rxn, NULL, 0, &rxctx));
+			if ((r = SEND()) != 0) { fprintf(stderr, "send %zd\n", r); return 1; }
 		} else if (split) {
 			double a = now();
-			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
-				fi_cq_read(txcq, &e, 1);
-			if (r) return 1;
+			if ((r = SEND()) != 0) { fprintf(stderr, "send %zd\n", r); return 1; }
 			double b = now(), c;
 			do {
 				c = now();
@@ -115,19 +163,17 @@ int main(int argc, char **argv)
 			} while (r == -FI_EAGAIN);
 			double d = now();
 			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
-			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+			CK((int)fi_recv(ep, buf, rxn, NULL, 0, &rxctx));
 			double t = now();
 			sp[0][i] = b - a; sp[1][i] = d - c; sp[2][i] = t - d;
 			rtt[i] = t - last;
 			last = t;
 		} else {
-			while ((r = fi_inject(ep, tx, size, dst)) == -FI_EAGAIN)
-				fi_cq_read(txcq, &e, 1);
-			if (r) return 1;
+			if ((r = SEND()) != 0) { fprintf(stderr, "send %zd\n", r); return 1; }
 			while ((r = fi_cq_read(rxcq, &e, 1)) == -FI_EAGAIN)
 				polls++;
 			if (r < 0) { fprintf(stderr, "cq %zd\n", r); return 1; }
-			CK((int)fi_recv(ep, buf, 32768, NULL, 0, &rxctx));
+			CK((int)fi_recv(ep, buf, rxn, NULL, 0, &rxctx));
 			double t = now();
 			rtt[i] = t - last;
 			if (gaps && rtt[i] > 20000 && ngap < 100000)
@@ -144,8 +190,8 @@ int main(int argc, char **argv)
 		double stall = 0; int ns = 0;
 		for (int i = 0; i < iters; i++)
 			if (rtt[i] > 20000) { stall += rtt[i]; ns++; }
-		printf("%s %dB one-way us: mean %.3f p50 %.3f p90 %.3f p99 %.3f max %.1f | stalls>20us %d, %.3f us of the mean; mean without %.3f | polls/iter %.1f\n",
-		       prov, size, el / iters / 2e3, rtt[iters / 2] / 2e3, rtt[iters * 9 / 10] / 2e3, rtt[iters * 99 / 100] / 2e3,
+		printf("%s%s %dB one-way us: mean %.3f p50 %.3f p90 %.3f p99 %.3f max %.1f | stalls>20us %d, %.3f us of the mean; mean without %.3f | polls/iter %.1f\n",
+		       prov, linkmem ? " linkmem" : sendmode ? " send" : "", size, el / iters / 2e3, rtt[iters / 2] / 2e3, rtt[iters * 9 / 10] / 2e3, rtt[iters * 99 / 100] / 2e3,
 		       rtt[iters - 1] / 2e3, ns, stall / iters / 2e3, (el - stall) / (iters - ns) / 2e3, (double)polls / iters);
 	}
 	if (sf) fclose(sf);
@@ -173,8 +219,22 @@ int main(int argc, char **argv)
 		printf("round trips by size (us): <20 %d (%.0f ms), 20-50 %d (%.0f ms), 50-200 %d (%.0f ms), 200-1000 %d (%.0f ms), 1-5 ms %d (%.0f ms), more %d (%.0f ms)\n",
 		       cnt[0], sum[0] / 1e3, cnt[1], sum[1] / 1e3, cnt[2], sum[2] / 1e3, cnt[3], sum[3] / 1e3, cnt[4], sum[4] / 1e3, cnt[5], sum[5] / 1e3);
 	}
+	if (!server && size >= 4096)
+		printf("%s%s %dB ping-pong bandwidth (size / median one-way): %.0f MB/s\n", prov, linkmem ? " linkmem" : sendmode ? " send" : "",
+		       size, size / (rtt[iters / 2] / 2e3));
+	if (linkmem && !server) {
+		struct fi_dimmnet_linkmem_stats st;
+		CK(lm->stats(ep, &st));
+		printf("linkmem counters (client): zc_sends %llu copied_sends %llu zc_pulls %llu copied_pulls %llu\n",
+		       (unsigned long long)st.zc_sends, (unsigned long long)st.copied_sends,
+		       (unsigned long long)st.zc_pulls, (unsigned long long)st.copied_pulls);
+	}
 	if (write(wfd, &c, 1) != 1 || read(rfd, &c, 1) != 1)
 		return 1;
+	if (linkmem) {
+		CK(lm->free(ep, buf));
+		CK(lm->free(ep, tx));
+	}
 	fi_close(&ep->fid);
 	if (!server)
 		waitpid(pid, NULL, 0);

@@ -11,6 +11,7 @@
 package impair
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -300,6 +301,16 @@ func (p *Port) SendVec(head, payload []byte) error {
 		return v.SendVec(head, payload)
 	}
 	return p.inner.Send(append(head, payload...)) // head is a Buffer: room for the payload
+}
+
+// ShareMemory shares the memory through the wrapped port when it can: its
+// frames that refer to a payload still reach this wrapper whole (Recv),
+// and the faults act on them as on any other.
+func (p *Port) ShareMemory(fd int, off int64, mem []byte) error {
+	if s, ok := p.inner.(link.MemorySharer); ok {
+		return s.ShareMemory(fd, off, mem)
+	}
+	return fmt.Errorf("impair: %T shares no memory: %w", p.inner, errors.ErrUnsupported)
 }
 
 // Backlog is the wrapped port's transmit backlog, when it keeps one.
