@@ -151,10 +151,20 @@ func TestPausedDevicePort(t *testing.T) {
 	}
 
 	// Driven across an engine sleep: the engine's next sleep is its watch.
+	// A driver that drives again before each of the engine's looks (a
+	// wait per message) keeps it watching; one that holds the device
+	// without a break is left alone after one watch
+	// (TestEngineLeavesHeldDeviceAlone), so the look below pauses and
+	// drives again until it sees the watch.
 	d.Drive(true)
 	slept := d.r.Load64(uapi.CtrSleeps.Off())
 	waitUntil(t, "the engine asleep on its watch while the device is driven", func() bool {
-		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept && !d.away.Load()
+		if asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept && !d.away.Load() {
+			return true
+		}
+		d.Pause()
+		d.Drive(true)
+		return false
 	})
 	d.Pause()
 	if d.away.Load() {
