@@ -150,6 +150,7 @@ type Device struct {
 	book     transport.Book
 	peers    map[uint16]*peer
 	peerList []*peer // the same, in the order first seen: passes visit peers in a fixed order
+	lastPeer *peer   // the peer peerOf found last, while in peers
 	holding  int     // peers with a held frame (hold mode)
 	rings    []ringState
 	trace    bool

@@ -5,7 +5,9 @@ package vdev
 // sequence numbers (wrapping).
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -267,11 +269,13 @@ func TestSequenceWrap(t *testing.T) {
 	a.r.WriteDesc(a.g.CmdqOff, &desc, 0)
 	a.r.Store64(uapi.RegCmdqTail, 1)
 	waitStatus := func(d *Device) uapi.Status {
-		for i := 0; ; i++ {
+		// 50 million looks were 20 ms: under load the engine was not
+		// always scheduled within them.
+		for end := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
 			if d.r.Load64(uapi.RegStatqTail) > 0 {
 				return d.r.ReadStatus(d.g.StatqOff)
 			}
-			if i > 50_000_000 {
+			if time.Now().After(end) {
 				t.Fatalf("node %d: no status", d.node)
 			}
 		}

@@ -353,7 +353,11 @@ func (d *Device) advance(p *peer) bool {
 			return busy
 		}
 		busy = true
-		p.tx.Sent(d.now())
+		if p.tx.NeedsClock() {
+			p.tx.Sent(d.now())
+		} else {
+			p.tx.SentUntimed()
+		}
 		p.sent = append(p.sent, e)
 		j.off += max(n, 1)
 		if e.last {

@@ -413,6 +413,9 @@ func (p *shmPort) add(peer *shmPeer) bool {
 	// After it is listed (a Park from now on reaches it) and under p.mu
 	// (Close unmaps it only after taking the lock).
 	peer.pair.Mine.SetSleeping(p.parked.Load())
+	if p.parked.Load() && peer.pair.Theirs.Lazy() {
+		p.fence()
+	}
 	p.wg.Add(1)
 	p.mu.Unlock()
 	p.logf("met node %d (pid %d, dialled by %d; replaces one: %v)", peer.node, peer.pid, peer.dialer, old != nil)
@@ -743,8 +746,21 @@ func (p *shmPort) Park(sleeping bool) {
 	if p.parked.Swap(sleeping) == sleeping {
 		return
 	}
+	lazy := false
 	for _, peer := range *p.list.Load() {
 		peer.pair.Mine.SetSleeping(sleeping)
+		lazy = lazy || peer.pair.Theirs.Lazy()
+	}
+	if sleeping && lazy {
+		p.fence() // before the caller's last look
+	}
+}
+
+// fence orders our sleep words before the caller's next look at rings
+// whose producers publish lazily (shmring.Fence).
+func (p *shmPort) fence() {
+	if err := shmring.Fence(); err != nil {
+		p.logf("%v", err) // Map refuses lazy rings where it cannot run
 	}
 }
 

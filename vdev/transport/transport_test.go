@@ -599,3 +599,56 @@ func TestTimeoutResendsOldestThenDecides(t *testing.T) {
 		}
 	})
 }
+
+// On a lossless medium a packet inside a flight may leave without a
+// clock read: the flight's first packet and every sixteenth are timed,
+// the timer runs from the first, and an ACK whose oldest retired packet
+// was untimed gives no round-trip sample (it would count from a time the
+// packet never left at). A medium that can lose times every packet.
+func TestUntimedPacketsOnLosslessMedia(t *testing.T) {
+	b := &Book{}
+	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, RTOFloor: LosslessRTO, Lossless: true}, b, 7)
+	if !tx.NeedsClock() {
+		t.Fatal("an empty flight's first packet may leave untimed: its timer would start from nothing")
+	}
+	tx.Next()
+	tx.Sent(1000)
+	deadline := tx.deadline
+	timed := 1
+	for i := 1; i < 40; i++ {
+		tx.Next()
+		if tx.NeedsClock() {
+			tx.Sent(1000 + int64(i))
+			timed++
+		} else {
+			tx.SentUntimed()
+		}
+	}
+	if timed != 3 { // packets 1, 17 and 33
+		t.Fatalf("%d of 40 packets timed, want 3 (the first and every sixteenth)", timed)
+	}
+	if tx.deadline != deadline {
+		t.Fatalf("untimed packets moved the timer: %d, was %d", tx.deadline, deadline)
+	}
+	tx.Ack(1, 5000) // retires the timed first packet: a 4000 ns sample
+	if tx.srtt != 4000 {
+		t.Fatalf("srtt %d after the timed packet's ACK, want 4000", tx.srtt)
+	}
+	tx.Ack(2, 1_000_000) // retires an untimed one: no sample
+	if tx.srtt != 4000 {
+		t.Fatalf("srtt %d after an untimed packet's ACK, want it unchanged (4000)", tx.srtt)
+	}
+	tx.Ack(40, 1_000_000)
+	if !tx.NeedsClock() {
+		t.Fatal("the next flight's first packet may leave untimed")
+	}
+
+	lossy, _ := newTx(64)
+	for range 20 {
+		lossy.Next()
+		if !lossy.NeedsClock() {
+			t.Fatal("a packet on a medium that can lose may leave untimed: its probe and sample need the time")
+		}
+		lossy.Sent(1000)
+	}
+}

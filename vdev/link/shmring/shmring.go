@@ -23,6 +23,13 @@
 // line or two it occupies. The consumer publishes its head only every
 // quarter ring (and the producer re-reads it only when the ring looks
 // full), so the head's line stays off the path of every frame.
+//
+// Where it can (amd64, the process registered for membarrier(2)), the
+// producer stores the slot word with a plain store instead of a locked
+// one, and says so in the segment (Remote.Lazy): the locked store waited
+// for the lines the consumer was reading to come back before the producer
+// could go on, on every frame. A consumer of such a ring runs Fence before
+// its last look ahead of a sleep, so the sleep word's protocol holds.
 package shmring
 
 import (
@@ -39,11 +46,12 @@ import (
 // of its own: a store to one does not pull the other's line away.
 const (
 	magic     = 0x474e5252_4d4d4944 // "DIMMRRNG" little-endian
-	version   = 2
+	version   = 3
 	offMagic  = 0  // u64, stored last at creation
 	offVer    = 8  // u32
 	offSlots  = 12 // u32: slots in the ring, a power of two
 	offSlotSz = 16 // u32: bytes per slot, slot word included
+	offFlags  = 20 // u32: flagLazy, nothing else
 	offHead   = 128
 	offSleep  = 192
 	offClosed = 256
@@ -55,6 +63,10 @@ const (
 	// of zero means "never written".
 	lenWord = 8
 	seals   = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+	// flagLazy: the producer publishes slot words with plain stores (no
+	// barrier before its load of the sleep word); its consumer must Fence
+	// before the last look ahead of a sleep.
+	flagLazy = 1
 )
 
 // Errors a caller tests for.
@@ -85,6 +97,7 @@ type Segment struct {
 	peerHead uint64        // the consumer's head as we last read it
 	head     atomic.Uint64 // frames we consumed; published every quarter ring
 	shown    uint64        // the head as we last published it
+	lazy     bool          // we publish with storeRelease (flagLazy)
 }
 
 // Create makes a sealed memfd segment with slots slots (a power of two)
@@ -115,10 +128,13 @@ func Create(name string, slots, maxFrame int) (*Segment, error) {
 	if err != nil {
 		return fail("map", err)
 	}
-	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize}
+	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize, lazy: lazyPublish && registered()}
 	binary.LittleEndian.PutUint32(mem[offVer:], version)
 	binary.LittleEndian.PutUint32(mem[offSlots:], uint32(slots))
 	binary.LittleEndian.PutUint32(mem[offSlotSz:], uint32(slotSize))
+	if s.lazy {
+		binary.LittleEndian.PutUint32(mem[offFlags:], flagLazy)
+	}
 	atomic.StoreUint64(s.word(offMagic), magic) // last: a mapper that sees it sees the header
 	return s, nil
 }
@@ -143,9 +159,9 @@ func (s *Segment) Close() error {
 }
 
 // SetSleeping says whether this side, as a consumer, sleeps and must be
-// signalled: store it, then look at the ring once more before sleeping
-// (the producer stores a slot word, then loads this word: one of the two sees
-// the other).
+// signalled: store it, then (Fence, if the peer publishes lazily) look at
+// the ring once more before sleeping (the producer stores a slot word,
+// then loads this word: one of the two sees the other).
 func (s *Segment) SetSleeping(on bool) {
 	v := uint64(0)
 	if on {
@@ -159,6 +175,7 @@ type Remote struct {
 	mem      []byte
 	slots    uint64
 	slotSize int
+	lazy     bool
 }
 
 // Map maps a peer's segment read-only after checking that it is one: sealed
@@ -188,12 +205,17 @@ func Map(fd int) (*Remote, error) {
 	v := binary.LittleEndian.Uint32(mem[offVer:])
 	slots := uint64(binary.LittleEndian.Uint32(mem[offSlots:]))
 	slotSize := int(binary.LittleEndian.Uint32(mem[offSlotSz:]))
+	flags := binary.LittleEndian.Uint32(mem[offFlags:])
 	if m != magic || v != version || slots < 2 || slots&(slots-1) != 0 || slotSize <= lenWord || slotSize%8 != 0 ||
-		int64(Size(int(slots), slotSize)) != st.Size {
+		int64(Size(int(slots), slotSize)) != st.Size || flags&^flagLazy != 0 {
 		unix.Munmap(mem)
-		return nil, fmt.Errorf("shmring: fd %d: magic %#x version %d, %d slots of %d bytes in %d: %w", fd, m, v, slots, slotSize, st.Size, ErrBadSegment)
+		return nil, fmt.Errorf("shmring: fd %d: magic %#x version %d, %d slots of %d bytes in %d, flags %#x: %w", fd, m, v, slots, slotSize, st.Size, flags, ErrBadSegment)
 	}
-	r.slots, r.slotSize = slots, slotSize // read once: later writes to the header change nothing here
+	if flags&flagLazy != 0 && !canFence() {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("shmring: fd %d publishes lazily and this process cannot run membarrier(2): %w", fd, ErrBadSegment)
+	}
+	r.slots, r.slotSize, r.lazy = slots, slotSize, flags&flagLazy != 0 // read once: later writes to the header change nothing here
 	return r, nil
 }
 
@@ -208,6 +230,10 @@ func (r *Remote) Close() error {
 	r.mem = nil
 	return err
 }
+
+// Lazy reports whether the peer publishes lazily: a consumer that sleeps
+// runs Fence after storing its sleep word and before its last look.
+func (r *Remote) Lazy() bool { return r.lazy }
 
 // Closed reports whether the peer closed its segment on purpose.
 func (r *Remote) Closed() bool { return atomic.LoadUint64(r.word(offClosed)) != 0 }
@@ -243,7 +269,12 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize
 	copy(s.mem[off+lenWord+copy(s.mem[off+lenWord:], head):], payload)
 	s.tail++
-	atomic.StoreUint64(s.word(off), uint64(uint32(s.tail))<<32|uint64(n)) // publishes the slot
+	w := uint64(uint32(s.tail))<<32 | uint64(n)
+	if s.lazy {
+		storeRelease(s.word(off), w) // publishes the slot; the consumer's Fence orders it before the load below
+	} else {
+		atomic.StoreUint64(s.word(off), w) // publishes the slot
+	}
 	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0, nil
 }
 

@@ -2,10 +2,13 @@ package shmring
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -306,3 +309,154 @@ func TestPeekHoldsTheSlotUntilDone(t *testing.T) {
 		b.Done()
 	}
 }
+
+// A segment says whether its producer publishes lazily, and a mapper
+// refuses a header from another layout version or with flags it does not
+// know, rather than guessing what the producer promises.
+func TestLazyFlagAndLayoutVersion(t *testing.T) {
+	s, err := Create("lazy", 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := Map(s.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lazyPublish && registered()
+	if s.lazy != want || r.Lazy() != want {
+		t.Fatalf("producer lazy %v, consumer sees %v; want %v (this build lazy: %v)", s.lazy, r.Lazy(), want, lazyPublish)
+	}
+	r.Close()
+	for _, c := range []struct {
+		off  int
+		val  uint32
+		what string
+	}{
+		{offVer, 2, "the layout before lazy publishing"},
+		{offFlags, 2, "an unknown flag"},
+		{offFlags, 1 << 31, "an unknown high flag"},
+	} {
+		old := binary.LittleEndian.Uint32(s.mem[c.off:])
+		binary.LittleEndian.PutUint32(s.mem[c.off:], c.val)
+		if r, err := Map(s.FD()); !errors.Is(err, ErrBadSegment) {
+			if r != nil {
+				r.Close()
+			}
+			t.Fatalf("%s: %v, want ErrBadSegment", c.what, err)
+		}
+		binary.LittleEndian.PutUint32(s.mem[c.off:], old)
+	}
+}
+
+// The sleep protocol holds with lazy publishing: a consumer that stores
+// its sleep word, runs Fence and then finds the ring empty is always
+// signalled for a frame published meanwhile. Each round both sides leave
+// a shared start line and, after spins of their own (varied so that the
+// producer's publish falls all around the consumer's fall to sleep), the
+// producer publishes one frame and the consumer looks once, then sleeps;
+// a frame found waiting after a sleep nobody signalled is a lost wake-up
+// (without Fence the producer's load of the sleep word can pass its own
+// store of the slot word, still in its store buffer).
+func TestNoLostWakeUp(t *testing.T) {
+	a, b := pair(t, 4, 64)
+	// Up to 20,000 rounds, for at most 3 s: on a loaded machine the two
+	// goroutines rarely run at once, and a round then takes a time slice.
+	rounds := 20000
+	if testing.Short() {
+		rounds = 2000
+	}
+	budget := time.Now().Add(3 * time.Second)
+	var round, woken atomic.Int64 // woken: the last round the producer signalled
+	woken.Store(-1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		runtime.LockOSThread()
+		for i := int64(0); i < int64(rounds); i++ {
+			for n := 0; round.Load() != i; n++ {
+				if round.Load() < 0 {
+					return // the consumer is done
+				}
+				if n%256 == 255 {
+					runtime.Gosched() // the consumer may be off its core
+				}
+			}
+			for j := int64(0); j < (i*7)%97; j++ {
+				sink.Add(0)
+			}
+			w, err := a.Put([]byte{1}, nil)
+			if err != nil {
+				panic(err)
+			}
+			if w {
+				woken.Store(i)
+			}
+		}
+	}()
+	buf := make([]byte, 0, 64)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() { round.Store(-1); <-exited }() // before the segments are unmapped
+	for i := 0; i < rounds && time.Now().Before(budget); i++ {
+		round.Store(int64(i))
+		for j := 0; j < (i*13)%97; j++ {
+			sink.Add(0)
+		}
+		if f, err := b.Get(buf); err != nil || f != nil {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue // came before we looked
+		}
+		b.Mine.SetSleeping(true)
+		if b.Theirs.Lazy() {
+			if err := Fence(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !b.Pending() {
+			// Asleep: only the producer's signal ends it. The producer
+			// publishes this round's frame in any case, and signals if
+			// it saw the sleep word.
+			deadline := time.Now().Add(10 * time.Second)
+			for n := 0; woken.Load() != int64(i); n++ {
+				if n%256 == 255 {
+					runtime.Gosched() // the producer may be off its core
+				}
+				if !time.Now().Before(deadline) {
+					b.Mine.SetSleeping(false)
+					t.Fatalf("round %d: consumer asleep, never signalled; frame waiting: %v", i, b.Pending())
+				}
+				if !b.Pending() {
+					continue // not published yet
+				}
+				// Published: the producer signals next, or it did not see
+				// the sleep word (it saw the frame's own look instead,
+				// which the consumer's last look missed: lost). Give a
+				// signal still on its way a second.
+				for end := time.Now().Add(time.Second); woken.Load() != int64(i) && time.Now().Before(end); {
+				}
+				if woken.Load() != int64(i) {
+					b.Mine.SetSleeping(false)
+					t.Fatalf("round %d: lost wake-up: frame published, sleep word not seen by the producer, and not seen by the consumer's last look", i)
+				}
+			}
+		}
+		b.Mine.SetSleeping(false)
+		for n := 0; ; n++ {
+			if n%256 == 255 {
+				runtime.Gosched()
+			}
+			f, err := b.Get(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f != nil {
+				break
+			}
+		}
+	}
+}
+
+var sink atomic.Uint64
