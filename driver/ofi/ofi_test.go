@@ -231,10 +231,40 @@ func mpirunArgs(np int) []string {
 
 func runMPI(t *testing.T, e []string, args ...string) string {
 	t.Helper()
-	return runCmd(t, e, "mpirun", args...)
+	return runLauncher(t, e, "mpirun", args...)
+}
+
+// runLauncher runs an mpirun command line (directly or through ip netns
+// exec), once more if the launch itself failed before any rank ran: Open
+// MPI's daemon has crashed at startup in hwloc's topology discovery (one
+// run in about thirty, not reproduced in 16 runs after), before the
+// provider or the program is loaded, which says nothing about either.
+// A failure after a rank printed anything, or with a rank that died
+// (Open MPI then names the "process rank"), is the test's.
+func runLauncher(t *testing.T, e []string, name string, args ...string) string {
+	t.Helper()
+	out, err := tryCmd(t, e, name, args...)
+	if err != nil && !strings.Contains(out, "dimmnet-fi") && !strings.Contains(out, "mpicheck") &&
+		!strings.Contains(out, "rank") {
+		t.Logf("the launch failed before any rank ran (%v); once more:\n%s", err, out)
+		out, err = tryCmd(t, e, name, args...)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 func runCmd(t *testing.T, e []string, name string, args ...string) string {
+	t.Helper()
+	out, err := tryCmd(t, e, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func tryCmd(t *testing.T, e []string, name string, args ...string) (string, error) {
 	t.Helper()
 	// a hang guard, not a timing: across namespaces on a loaded 2-core
 	// machine a full -S all run took 130-175 s
@@ -246,10 +276,7 @@ func runCmd(t *testing.T, e []string, name string, args ...string) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("%s %s: timed out\n%s", name, strings.Join(args, " "), out)
 	}
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 func TestOpenMPIOverProvider(t *testing.T) {
