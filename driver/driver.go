@@ -92,6 +92,7 @@ type Driver struct {
 	runPost   postRunner  // run's send-only pass after a post, if it has one
 	runPause  pauser      // run's Drive(false) for a driver coming back soon, if it has one
 	frames    frameWaiter // run's blocking wait for a frame, if its port has one
+	arms      armCount    // ArmInterrupt's callers (armwait.go)
 }
 
 // frameWaiter is a Runner whose driver can block on its port for the
@@ -575,7 +576,7 @@ func (d *Driver) sleep() error {
 	}
 	d.Flush()
 	d.r.Store64(uapi.RegDrvWait, 1)
-	defer d.r.Store64(uapi.RegDrvWait, 0)
+	defer d.clearDrvWait() // 0, unless ArmInterrupt's callers wait too
 	if d.r.Load64(uapi.RegStatqTail) != d.statHead {
 		return nil
 	}

@@ -235,6 +235,9 @@ func (e *endpoint) bind(o any, flags uint64) int {
 	}
 	switch v := o.(type) {
 	case *cq:
+		if err := e.watch(&v.w); err != 0 {
+			return err
+		}
 		if flags&fTransmit != 0 {
 			e.txcq = v
 			e.txSel = flags&fSelective != 0
@@ -257,6 +260,9 @@ func (e *endpoint) bind(o any, flags uint64) int {
 			}
 		}
 	case *cntr:
+		if err := e.watch(&v.w); err != 0 {
+			return err
+		}
 		if flags&fSend != 0 {
 			e.txCntr = v
 		}
@@ -367,6 +373,7 @@ func (e *endpoint) close() {
 		e.d.Drive(false)
 		e.driving = false
 	}
+	e.unwatchAll()
 	e.dev.close()
 }
 
@@ -867,21 +874,41 @@ func (e *endpoint) progress() bool {
 // elsewhere (computing, or in its own socket exchange) leaves it to the
 // engine within one to two releaseNs (inside a lossless link's 5 ms
 // retransmission floor), so peers' frames are still acknowledged and
-// their PULLs served. While calls come the timer still fires every
-// releaseNs, and each firing wakes a thread that takes a core from a
-// spinning caller on a busy host: 2 ms keeps it at the rate the first
-// version had. Handing the device over at every
+// their PULLs served. While calls come they push the timer out
+// (releasePush), so it does not fire. Handing the device over at every
 // call instead woke the engine at every fi_cq_read: fi_pingpong -S 8 took
 // 365-410 µs a round trip against 24 µs held, on the same loaded machine
 // (load average 22).
 const releaseNs = 2_000_000
 
+// releasePush is how many calls push the hand-back timer out by a whole
+// releaseNs: a caller making them faster than one per 2 µs (a ping-pong
+// makes 10-30 a round trip of 3 µs) never lets it fire, and one slower
+// than that is looked at by the timer as before. A timer reset reads the
+// clock and takes the timer's lock (about 0.1-0.3 µs here), so not at
+// every call. A firing ran a goroutine that took a core from the
+// spinning caller or its peer; the runtime's poller still wakes at a
+// deadline the timer had before a push (it learns of the push then), so
+// a thread of the runtime still wakes about every releaseNs.
+//
+// A kernel timer (timerfd) pushed out wakes nobody, but it handed the
+// device back whenever the host preempted the caller for 2 ms (the
+// timer's thread, just woken, runs first), and the engine then spun
+// beside the caller and its peer: 5 times as many 1-5 ms stalls (ppstat,
+// interleaved, load average 8), so it is not used.
+const releasePush = 1024
+
 // drive counts the call and takes the device onto the caller's thread.
 // Counting is all a busy caller pays: no clock read, and release looks at
 // the count without the provider's lock.
 func (e *endpoint) drive() {
-	e.calls.Add(1)
-	if e.driving {
+	if c := e.calls.Add(1); e.driving {
+		if c%releasePush == 0 {
+			// Calls keep coming: push the hand-back out, so the timer
+			// does not fire (a goroutine and a thread woken, taking a
+			// core from the spinning caller or its peer) while they do.
+			e.releaser.Reset(releaseNs)
+		}
 		return
 	}
 	e.d.Drive(true)

@@ -82,6 +82,7 @@ func goClose(h C.uintptr_t) C.int {
 		if len(v.eps) > 0 {
 			return -C.FI_EBUSY
 		}
+		v.w.close()
 	case *av:
 		if v.users > 0 {
 			return -C.FI_EBUSY
@@ -90,6 +91,7 @@ func goClose(h C.uintptr_t) C.int {
 		if len(v.eps) > 0 {
 			return -C.FI_EBUSY
 		}
+		v.w.close()
 	case nil:
 		return -C.FI_EINVAL
 	}
@@ -172,13 +174,6 @@ func goAvLookup(h C.uintptr_t, fa C.fi_addr_t, addr unsafe.Pointer, addrlen *C.s
 	return 0
 }
 
-//export goCqOpen
-func goCqOpen() C.uintptr_t {
-	mu.Lock()
-	defer mu.Unlock()
-	return newHandle(&cq{})
-}
-
 //export goCqRead
 func goCqRead(h C.uintptr_t, out *C.struct_fi_cq_tagged_entry, count C.size_t, src *C.fi_addr_t, timeoutMs C.longlong) C.ssize_t {
 	mu.Lock()
@@ -186,6 +181,9 @@ func goCqRead(h C.uintptr_t, out *C.struct_fi_cq_tagged_entry, count C.size_t, s
 	q, ok := obj[*cq](h)
 	if !ok {
 		return -C.FI_EINVAL
+	}
+	if q.w.armed {
+		q.w.disarm() // read after a wait: the descriptor's next poll blocks
 	}
 	n, err := q.read(int(count), int64(timeoutMs), func(i int, e *cqEntry) {
 		o := (*[1 << 20]C.struct_fi_cq_tagged_entry)(unsafe.Pointer(out))[i : i+1 : i+1]
@@ -213,6 +211,7 @@ func goCqReadErr(h C.uintptr_t, buf *C.struct_fi_cq_err_entry) C.ssize_t {
 	if !ok || buf == nil {
 		return -C.FI_EINVAL
 	}
+	q.w.disarm()
 	if len(q.errs) == 0 {
 		return -C.FI_EAGAIN
 	}
@@ -245,13 +244,6 @@ func goStrErr(e C.int) *C.char {
 	return s
 }
 
-//export goCntrOpen
-func goCntrOpen() C.uintptr_t {
-	mu.Lock()
-	defer mu.Unlock()
-	return newHandle(&cntr{})
-}
-
 //export goCntrRead
 func goCntrRead(h C.uintptr_t, which C.int) C.uint64_t {
 	mu.Lock()
@@ -260,7 +252,9 @@ func goCntrRead(h C.uintptr_t, which C.int) C.uint64_t {
 	if !ok {
 		return 0
 	}
+	c.w.disarm()
 	c.progress()
+	c.seenVal, c.seenErrs = c.val, c.errs // fi_trywait's "moved since read"
 	if which == 1 {
 		return C.uint64_t(c.errs)
 	}

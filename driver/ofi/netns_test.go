@@ -125,7 +125,7 @@ func mpirunAcross(t *testing.T, h *hosts, dir, bin string, slots int, extra []st
 		"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "dimmnet",
 		"-x", "FI_PROVIDER_PATH", "-x", "FI_DIMMNET_DIR", "-x", "FI_DIMMNET_LINK", "-x", "FI_DIMMNET_STATS", "-x", "PATH"}
 	a = append(append(append(a, extra...), bin), args...)
-	return runCmd(t, e, "ip", a...)
+	return runLauncher(t, e, "ip", a...)
 }
 
 // stats sums the provider's counts the ranks printed at close.

@@ -236,11 +236,18 @@ type cq struct {
 	head    int
 	errs    []cqEntry
 	eps     []*endpoint // bound: reading progresses them
+	w       waitObj     // FI_WAIT_FD (wait.go)
+	// signalled: fi_cq_signal was called; a blocking read returns
+	// -FI_EAGAIN (wait.go)
+	signalled bool
 }
 
 func (q *cq) push(e cqEntry) {
 	if trace {
 		logf("completion ctx %p flags %#x len %d tag %#x err %d", e.ctx, e.flags, e.len, e.tag, e.err)
+	}
+	if q.w.armed {
+		q.w.signal() // an entry no status brought (another thread's call)
 	}
 	if e.err != 0 {
 		q.errs = append(q.errs, e)
@@ -264,7 +271,7 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 	q.progress()
 	if timeoutMs >= 0 && len(q.entries) == 0 && len(q.errs) == 0 {
 		deadline := deadlineAfter(timeoutMs)
-		for len(q.entries) == 0 && len(q.errs) == 0 && time.Now().Before(deadline) {
+		for len(q.entries) == 0 && len(q.errs) == 0 && !q.signalled && time.Now().Before(deadline) {
 			mu.Unlock()
 			if len(q.eps) > 0 {
 				q.eps[0].sleep(time.Until(deadline))
@@ -279,6 +286,9 @@ func (q *cq) read(n int, timeoutMs int64, put func(int, *cqEntry)) (int, int) {
 		return 0, eAvail
 	}
 	if q.head == len(q.entries) {
+		if timeoutMs >= 0 {
+			q.signalled = false // the blocking read it woke
+		}
 		return 0, eAgain
 	}
 	k := min(n, len(q.entries)-q.head)
@@ -305,8 +315,10 @@ func deadlineAfter(ms int64) time.Time {
 
 // cntr is a counter of completions and of errors.
 type cntr struct {
-	val, errs uint64
-	eps       []*endpoint
+	val, errs         uint64
+	eps               []*endpoint
+	w                 waitObj // FI_WAIT_FD (wait.go)
+	seenVal, seenErrs uint64  // at the last fi_cntr_read: fi_trywait waits for a change
 }
 
 func (c *cntr) progress() {

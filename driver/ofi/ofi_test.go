@@ -231,10 +231,40 @@ func mpirunArgs(np int) []string {
 
 func runMPI(t *testing.T, e []string, args ...string) string {
 	t.Helper()
-	return runCmd(t, e, "mpirun", args...)
+	return runLauncher(t, e, "mpirun", args...)
+}
+
+// runLauncher runs an mpirun command line (directly or through ip netns
+// exec), once more if the launch itself failed before any rank ran: Open
+// MPI's daemon has crashed at startup in hwloc's topology discovery (one
+// run in about thirty, not reproduced in 16 runs after), before the
+// provider or the program is loaded, which says nothing about either.
+// A failure after a rank printed anything, or with a rank that died
+// (Open MPI then names the "process rank"), is the test's.
+func runLauncher(t *testing.T, e []string, name string, args ...string) string {
+	t.Helper()
+	out, err := tryCmd(t, e, name, args...)
+	if err != nil && !strings.Contains(out, "dimmnet-fi") && !strings.Contains(out, "mpicheck") &&
+		!strings.Contains(out, "rank") {
+		t.Logf("the launch failed before any rank ran (%v); once more:\n%s", err, out)
+		out, err = tryCmd(t, e, name, args...)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 func runCmd(t *testing.T, e []string, name string, args ...string) string {
+	t.Helper()
+	out, err := tryCmd(t, e, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func tryCmd(t *testing.T, e []string, name string, args ...string) (string, error) {
 	t.Helper()
 	// a hang guard, not a timing: across namespaces on a loaded 2-core
 	// machine a full -S all run took 130-175 s
@@ -246,10 +276,7 @@ func runCmd(t *testing.T, e []string, name string, args ...string) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("%s %s: timed out\n%s", name, strings.Join(args, " "), out)
 	}
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 func TestOpenMPIOverProvider(t *testing.T) {
@@ -298,6 +325,23 @@ func TestFaultsAndLeaks(t *testing.T) {
 		t.Fatalf("faults:\n%s", out)
 	}
 	t.Log(out)
+}
+
+// TestWaitFD runs testdata/waitfd.c: a CQ, a counter and an EQ opened
+// with FI_WAIT_FD hand out descriptors that poll(2) sleeps on after
+// fi_trywait; a forked peer's message wakes the CQ's and the counter's
+// while the waiter calls nothing of the provider (payloads checked), the
+// poll stays quiet when nothing comes and after the read, and
+// fi_trywait answers -FI_EAGAIN while a completion is pending.
+func TestWaitFD(t *testing.T) {
+	dir := provider(t)
+	bin := filepath.Join(t.TempDir(), "waitfd")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-o", bin, "testdata/waitfd.c", "-lfabric").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	if out := runCmd(t, env(t, dir), bin); !strings.Contains(out, "waitfd: ok") {
+		t.Fatalf("waitfd:\n%s", out)
+	}
 }
 
 // TestLinkMemZeroCopy runs testdata/linkmem.c: buffers allocated from

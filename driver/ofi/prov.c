@@ -192,7 +192,6 @@ static int dn_getinfo(uint32_t version, const char *node, const char *service,
 
 struct dn_fabric { struct fid_fabric f; };
 struct dn_domain { struct fid_domain d; uint64_t mr_key; };
-struct dn_eq { struct fid_eq eq; };
 struct dn_av { struct fid_av av; uintptr_t h; };
 struct dn_cq { struct fid_cq cq; uintptr_t h; int format; };
 struct dn_cntr { struct fid_cntr c; uintptr_t h; };
@@ -200,17 +199,22 @@ struct dn_mr { struct fid_mr mr; };
 
 static int dn_free_close(struct fid *fid) { free(fid); return 0; }
 
+/* dn_fid_handle is the Go object a fid names (0: none). */
+uintptr_t dn_fid_handle(struct fid *fid)
+{
+	switch (fid->fclass) {
+	case FI_CLASS_AV: return ((struct dn_av *)fid)->h;
+	case FI_CLASS_CQ: return ((struct dn_cq *)fid)->h;
+	case FI_CLASS_CNTR: return ((struct dn_cntr *)fid)->h;
+	case FI_CLASS_EP: return ((struct dn_ep *)fid)->h;
+	}
+	return 0;
+}
+
 /* fid close through Go: the Go object goes first, then the C memory. */
 static int dn_go_close(struct fid *fid)
 {
-	uintptr_t h = 0;
-	switch (fid->fclass) {
-	case FI_CLASS_AV: h = ((struct dn_av *)fid)->h; break;
-	case FI_CLASS_CQ: h = ((struct dn_cq *)fid)->h; break;
-	case FI_CLASS_CNTR: h = ((struct dn_cntr *)fid)->h; break;
-	case FI_CLASS_EP: h = ((struct dn_ep *)fid)->h; break;
-	}
-	int ret = goClose(h);
+	int ret = goClose(dn_fid_handle(fid));
 	if (ret)
 		return ret;
 	free(fid);
@@ -232,7 +236,8 @@ static struct fi_ops dn_domain_fi_ops = {
 static int dn_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags) { return -FI_ENOSYS; }
 static struct fi_ops dn_go_ops = {
 	.size = sizeof(struct fi_ops), .close = dn_go_close, .bind = dn_av_bind,
-	.control = NOSYS, .ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
+	.control = dn_wait_control, /* wait.c: FI_GETWAIT, FI_GETWAITOBJ */
+	.ops_open = NOSYS, .tostr = dn_nosys_tostr, .ops_set = NOSYS,
 };
 
 /* ---- memory registration: the device needs none (mr_mode 0) but callers
@@ -291,45 +296,7 @@ static struct fi_ops_mr dn_mr_ops = {
 	.size = sizeof(struct fi_ops_mr), .reg = dn_mr_reg, .regv = dn_mr_regv, .regattr = dn_mr_regattr,
 };
 
-/* ---- event queue: nothing is ever reported on it (RDM, no async AV). */
-static ssize_t dn_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t flags)
-{
-	return -FI_EAGAIN;
-}
-static ssize_t dn_eq_readerr(struct fid_eq *eq, struct fi_eq_err_entry *buf, uint64_t flags)
-{
-	return -FI_EAGAIN;
-}
-static ssize_t dn_eq_sread(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags)
-{
-	return -FI_EAGAIN;
-}
-static const char *dn_eq_strerror(struct fid_eq *eq, int prov_errno, const void *err_data, char *buf, size_t len)
-{
-	const char *s = fi_strerror(prov_errno);
-	if (buf && len) {
-		snprintf(buf, len, "%s", s);
-		return buf;
-	}
-	return s;
-}
-static struct fi_ops_eq dn_eq_ops = {
-	.size = sizeof(struct fi_ops_eq), .read = dn_eq_read, .readerr = dn_eq_readerr,
-	.write = NOSYS, .sread = dn_eq_sread, .strerror = dn_eq_strerror,
-};
-
-static int dn_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context)
-{
-	struct dn_eq *e = calloc(1, sizeof(*e));
-	if (!e)
-		return -FI_ENOMEM;
-	e->eq.fid.fclass = FI_CLASS_EQ;
-	e->eq.fid.context = context;
-	e->eq.fid.ops = &dn_free_ops;
-	e->eq.ops = &dn_eq_ops;
-	*eq = &e->eq;
-	return 0;
-}
+/* ---- event queue: wait.c */
 
 /* ---- address vector */
 static int dn_av_insert(struct fid_av *av, const void *addr, size_t count, fi_addr_t *fi_addr,
@@ -467,7 +434,7 @@ static const char *dn_cq_strerror(struct fid_cq *cq, int prov_errno, const void 
 static struct fi_ops_cq dn_cq_ops = {
 	.size = sizeof(struct fi_ops_cq), .read = dn_cq_read, .readfrom = dn_cq_readfrom,
 	.readerr = dn_cq_readerr, .sread = dn_cq_sread, .sreadfrom = dn_cq_sreadfrom,
-	.signal = NOSYS, .strerror = dn_cq_strerror,
+	.signal = dn_cq_signal, /* wait.c */ .strerror = dn_cq_strerror,
 };
 
 static int dn_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context)
@@ -477,19 +444,20 @@ static int dn_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct
 		format = FI_CQ_FORMAT_TAGGED;
 	if (format > FI_CQ_FORMAT_TAGGED)
 		return -FI_ENOSYS;
-	/* fi_cq_sread sleeps on the device's interrupt (FI_WAIT_UNSPEC); no
-	 * descriptor is handed out (FI_WAIT_FD, fi_control FI_GETWAIT). */
-	if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-		return -FI_ENOSYS;
 	struct dn_cq *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -FI_ENOMEM;
+	/* a wait object (FI_WAIT_FD, FI_WAIT_UNSPEC) is an eventfd: wait.go */
+	int ret = goCqOpen(attr ? attr->wait_obj : FI_WAIT_NONE, &c->h);
+	if (ret) {
+		free(c);
+		return ret;
+	}
 	c->cq.fid.fclass = FI_CLASS_CQ;
 	c->cq.fid.context = context;
 	c->cq.fid.ops = &dn_go_ops;
 	c->cq.ops = &dn_cq_ops;
 	c->format = format;
-	c->h = goCqOpen();
 	*cq = &c->cq;
 	return 0;
 }
@@ -515,11 +483,15 @@ static int dn_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, st
 	struct dn_cntr *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -FI_ENOMEM;
+	int ret = goCntrOpen(attr ? attr->wait_obj : FI_WAIT_NONE, &c->h);
+	if (ret) {
+		free(c);
+		return ret;
+	}
 	c->c.fid.fclass = FI_CLASS_CNTR;
 	c->c.fid.context = context;
 	c->c.fid.ops = &dn_go_ops;
 	c->c.ops = &dn_cntr_ops;
-	c->h = goCntrOpen();
 	*cntr = &c->c;
 	return 0;
 }
@@ -944,8 +916,6 @@ static int dn_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	*dom = &d->d;
 	return 0;
 }
-
-static int dn_trywait(struct fid_fabric *fabric, struct fid **fids, int count) { return -FI_EAGAIN; }
 
 static struct fi_ops_fabric dn_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric), .domain = dn_domain, .passive_ep = NOSYS,

@@ -61,6 +61,14 @@ struct dn_ep {
 	struct dn_rxq_ent rxq[DN_RXQ];
 };
 
+/* ---- wait objects (wait.c, wait.go): FI_WAIT_FD descriptors, fi_trywait,
+ * the event queue. */
+uintptr_t dn_fid_handle(struct fid *fid);
+int dn_wait_control(struct fid *fid, int command, void *arg);
+int dn_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
+int dn_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+int dn_cq_signal(struct fid_cq *cq);
+
 /* fi_open_ops on an endpoint or a domain: the provider's own operations,
  * include/fi_dimmnet.h (linkmem.c). */
 int dn_lm_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
