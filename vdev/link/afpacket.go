@@ -101,7 +101,7 @@ func stationFilter(mac net.HardwareAddr) []bpf.RawInstruction {
 // destination MAC steers it.
 func (p *afPacketPort) Send(f []byte) error {
 	return p.sendFrame("afpacket send", p.ifname, f, func(fd int, f []byte) unix.Errno {
-		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), unix.MSG_DONTWAIT, 0, 0)
+		_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), unix.MSG_DONTWAIT, 0, 0)
 		return errno
 	})
 }

@@ -97,6 +97,17 @@ const (
 // busy), a free list of frame buffers, and a watcher goroutine parked in the
 // runtime poller that wakes a sleeping engine when a frame arrives.
 //
+// Its calls that cannot block (MSG_DONTWAIT, a non-blocking descriptor, a
+// zero-timeout poll) are raw system calls: they do not tell the scheduler
+// that the goroutine entered a system call, so sysmon does not hand its P
+// to another thread meanwhile, and the call's return does not wait for a P.
+// A driver thread of the libfabric provider (a C thread running Go
+// callbacks) made two such calls per message over UDP, and the hand-offs
+// they caused (sysmon's retake, an M started and parked again) woke the
+// runtime's threads several times a message, each taking a core from the
+// spinning caller or its peer on a 2-core host. Only WaitFrame's calls,
+// which block, say that they do.
+//
 // The watcher notifies once per burst: after calling the notify function it
 // waits until Recv or Pending has seen the descriptor empty before it arms
 // again, so frames sitting unread never make it spin.
@@ -310,11 +321,11 @@ func (p *fdPort) recvBatch() bool {
 		var got uintptr
 		var errno unix.Errno
 		if r.streaming {
-			got, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
+			got, _, errno = unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&r.msgs[0])), rxBatch, unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			b := r.bufs[0]
 			r.nameLen = unix.SizeofSockaddrAny
-			got, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC,
+			got, _, errno = unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT|unix.MSG_TRUNC,
 				uintptr(unsafe.Pointer(&r.names[0])), uintptr(unsafe.Pointer(&r.nameLen)))
 			if errno == 0 {
 				r.msgs[0].n = uint32(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
@@ -378,7 +389,7 @@ func (p *fdPort) recvOne() []byte {
 
 // read is one non-blocking read from a TAP into b.
 func (p *fdPort) read(b []byte) (int, unix.Errno) {
-	r, _, errno := unix.Syscall(unix.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(p.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	return int(r), errno
 }
 
@@ -386,10 +397,10 @@ func (p *fdPort) read(b []byte) (int, unix.Errno) {
 func (p *fdPort) readable() bool {
 	if p.kind == kindTAP {
 		pfd := [1]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-		_, _, errno := unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd[0])), 1, 0)
+		_, _, errno := unix.RawSyscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd[0])), 1, 0)
 		return errno != 0 || pfd[0].Revents != 0
 	}
-	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	_, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	return errno != unix.EAGAIN
 }
 
@@ -549,7 +560,7 @@ func (p *fdPort) sendVec(what, ifname string, name unsafe.Pointer, namelen uintp
 	v.msg.SetIovlen(niov)
 	defer func() { v.iov[1].Base = nil }() // keep no payload reachable from the port
 	return p.sendChecked(what, ifname, head, len(head)+len(payload), func() unix.Errno {
-		_, _, errno := unix.Syscall(unix.SYS_SENDMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&v.msg)), unix.MSG_DONTWAIT)
+		_, _, errno := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&v.msg)), unix.MSG_DONTWAIT)
 		return errno
 	})
 }

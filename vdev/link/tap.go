@@ -77,7 +77,7 @@ func OpenTAP(name string, mac net.HardwareAddr) (Port, error) {
 // Send writes the frame into the TAP, which hands it to the bridge.
 func (p *tapPort) Send(f []byte) error {
 	return p.sendFrame("tap write", p.ifname, f, func(fd int, f []byte) unix.Errno {
-		_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)))
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)))
 		return errno
 	})
 }

@@ -385,7 +385,7 @@ func (p *udpPort) startSender() {
 
 func (p *udpPort) sendTo(f []byte, pe *udpPeer) error {
 	for {
-		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),
+		_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)),
 			unix.MSG_DONTWAIT, uintptr(pe.sa), pe.len)
 		switch errno {
 		case 0:
