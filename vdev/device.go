@@ -167,7 +167,6 @@ type Device struct {
 	driven    atomic.Int32
 	drove     atomic.Bool // a driver drove it since the engine last looked
 	away      atomic.Bool // the engine sleeps longer than watchNs: Pause parks the port (drive.go)
-	watchOwed atomic.Bool // the engine sleeps without a watch while a driver holds it: its hand-back wakes the engine (drive.go)
 	polls     uint64      // Poll passes, to advance ALIVE now and then (under running)
 	lastAlive int64       // when Poll last advanced ALIVE (under running)
 

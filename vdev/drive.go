@@ -16,10 +16,7 @@ import (
 // driver drives it; a driver that stops driving leaves the device to the
 // engine, which it wakes if something can be done now, and which looks at
 // least every watchNs while drivers drive, for what is timed (owed ACKs,
-// retransmission timers). A device a driver holds without a break
-// between two of the engine's looks (a libfabric caller's thread, which
-// runs it between calls) is not watched: its driver's hand-back wakes
-// the engine instead.
+// retransmission timers).
 
 // watchNs is how often a parked engine looks at devices drivers drive (or
 // drove): an ACK owed when a driver stopped waiting leaves within it, well
@@ -76,9 +73,6 @@ func (d *Device) handBack(full bool) {
 	if d.driven.Add(-1) > 0 {
 		return
 	}
-	// The engine slept without a watch while we held the device: it
-	// looks now (timed work we leave, a port we leave unparked).
-	owed := d.watchOwed.Load() && d.watchOwed.Swap(false)
 	// The engine parks only undriven ports before it sleeps. It stores
 	// DEV_SLEEP before it reads driven, and we cleared driven before we
 	// read DEV_SLEEP: one of us sees the other, so a sleeping engine's
@@ -98,7 +92,7 @@ func (d *Device) handBack(full bool) {
 	// come back, the port watcher's notice or the engine's watch.
 	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady()
 	d.running.Store(false)
-	if urgent || owed {
+	if urgent {
 		d.wakeEngine()
 	}
 }

@@ -270,24 +270,7 @@ func (e *Engine) loop() {
 		timeout := time.Duration(idleNs)
 		work := false
 		for _, d := range e.devs {
-			drove := d.drove.Swap(false)
-			if !drove && d.driven.Load() > 0 {
-				// Held: driven without a break since the last look. Its
-				// driver runs its timed work while it holds it, so no
-				// watch until it lets go, which wakes us (watchOwed: we
-				// store it before we read driven again, the driver
-				// clears driven before it reads it). Watching a held
-				// device woke this goroutine every watchNs under a
-				// caller spinning on the libfabric provider, a thread
-				// that took a core from it (and its peer) on a 2-core
-				// host.
-				d.watchOwed.Store(true)
-				if d.driven.Load() > 0 {
-					continue
-				}
-				drove = true // it let go meanwhile
-			}
-			if drove || d.driven.Load() > 0 {
+			if d.drove.Swap(false) || d.driven.Load() > 0 {
 				timeout = min(timeout, watchNs) // what its driver left timed is ours
 			}
 			if d.driven.Load() > 0 {
@@ -358,7 +341,6 @@ func (e *Engine) loop() {
 		for _, d := range e.devs {
 			d.r.Store64(uapi.RegDevSleep, 0)
 			d.away.Store(false)
-			d.watchOwed.Store(false) // awake: the next sleep asks again
 			if d.parker != nil {
 				d.parker.Park(false)
 			}

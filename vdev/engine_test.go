@@ -151,20 +151,10 @@ func TestPausedDevicePort(t *testing.T) {
 	}
 
 	// Driven across an engine sleep: the engine's next sleep is its watch.
-	// A driver that drives again before each of the engine's looks (a
-	// wait per message) keeps it watching; one that holds the device
-	// without a break is left alone after one watch
-	// (TestEngineLeavesHeldDeviceAlone), so the look below pauses and
-	// drives again until it sees the watch.
 	d.Drive(true)
 	slept := d.r.Load64(uapi.CtrSleeps.Off())
 	waitUntil(t, "the engine asleep on its watch while the device is driven", func() bool {
-		if asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept && !d.away.Load() {
-			return true
-		}
-		d.Pause()
-		d.Drive(true)
-		return false
+		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept && !d.away.Load()
 	})
 	d.Pause()
 	if d.away.Load() {
@@ -174,39 +164,4 @@ func TestPausedDevicePort(t *testing.T) {
 		t.Fatal("a pause while the engine watches parked the port: senders pay for it on every message")
 	}
 	waitUntil(t, "the engine parking the paused device's port when it next sleeps", func() bool { return asleep() && port.parked.Load() })
-}
-
-// A device its driver holds without a break (the libfabric provider's
-// caller between calls) is not watched: the engine, which woke every
-// watchNs for it, sleeps as for an idle device after one look, having
-// asked the driver's hand-back to wake it (watchOwed), and the hand-back
-// does (it takes the request back).
-func TestEngineLeavesHeldDeviceAlone(t *testing.T) {
-	d, _ := engineOnHub(t, nil)
-	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
-	waitUntil(t, "an idle engine asleep", asleep)
-	d.Drive(true)
-	defer func() {
-		if d.driven.Load() > 0 {
-			d.Drive(false)
-		}
-	}()
-	// The first look after Drive(true) watches (the driver may have
-	// just come); the next finds the device held.
-	waitUntil(t, "the engine asking the holder to wake it", d.watchOwed.Load)
-	slept := d.r.Load64(uapi.CtrSleeps.Off())
-	time.Sleep(50 * time.Millisecond) // 50 watches' worth
-	if n := d.r.Load64(uapi.CtrSleeps.Off()) - slept; n > 5 {
-		t.Fatalf("the engine slept %d times in 50 ms while a driver held its device: it still watches", n)
-	}
-	if !asleep() {
-		t.Fatal("the engine is awake while the device is held and idle")
-	}
-	d.Drive(false)
-	if d.watchOwed.Load() {
-		t.Fatal("the hand-back left the engine's request to be woken standing")
-	}
-	waitUntil(t, "the engine woken by the hand-back, asleep again", func() bool {
-		return asleep() && d.r.Load64(uapi.CtrSleeps.Off()) > slept
-	})
 }
