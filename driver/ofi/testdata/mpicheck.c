@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "measure.h"
 
 static int rank, size;
 
@@ -193,12 +194,6 @@ static void rma(void)
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Win_free(&win);
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
 }
 
 static void bench(void)

@@ -25,19 +25,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include "../include/fi_dimmnet.h"
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
-}
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-#define CK(x) do { int _r = (x); if (_r) { fprintf(stderr, "%s: %d %s\n", #x, _r, fi_strerror(-_r)); exit(1); } } while (0)
+#include "measure.h"
 
 static ssize_t inject(struct fid_ep *ep, struct fid_cq *txcq, char *tx, int size, fi_addr_t dst)
 {

@@ -28,21 +28,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_errno.h>
 #include "../include/fi_dimmnet.h"
+#include "measure.h"
 
-#define CK(x) do { int _r = (int)(x); if (_r) { fprintf(stderr, "%s: %d %s\n", #x, _r, fi_strerror(-_r)); exit(1); } } while (0)
 #define REG (1 << 20)
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
-}
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
