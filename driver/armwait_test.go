@@ -9,9 +9,6 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev"
-	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // readable waits up to d for eventfd fd and drains it.
@@ -40,25 +37,7 @@ func readable(t *testing.T, fd int, d time.Duration) bool {
 // WaitTail's own sleeps leave DRV_WAIT set while an arm holds it.
 func TestArmedInterruptSignalsDescriptor(t *testing.T) {
 	t.Setenv("DIMMNET_SPIN_NS", "0") // WaitTail sleeps at its first chance
-	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}
-	var drv []*driver.Driver
-	for i, n := range []uint16{1, 2} {
-		peer := uint16(3 - n)
-		l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{n}, func(d *vdev.Device) (link.Port, error) {
-			return link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		drv = append(drv, d)
-	}
-	a, b := drv[0], drv[1]
+	a, b := udpDrivers(t)
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		t.Fatal(err)

@@ -22,25 +22,7 @@ import (
 // UDP loopback, as two rank processes have (driver/ranks).
 func TestSleepingDriverWokenByFrame(t *testing.T) {
 	t.Setenv("DIMMNET_SPIN_NS", "0") // every wait sleeps at its first chance
-	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}
-	var drv []*driver.Driver
-	for i, n := range []uint16{1, 2} {
-		peer := uint16(3 - n)
-		l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{n}, func(d *vdev.Device) (link.Port, error) {
-			return link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		drv = append(drv, d)
-	}
-	a, b := drv[0], drv[1]
+	a, b := udpDrivers(t)
 	const exchanges = 20
 	irqs := a.Region().Load64(uapi.RegInterrupts)
 	next, sent := make(chan struct{}), make(chan error, 1)
@@ -79,6 +61,32 @@ func TestSleepingDriverWokenByFrame(t *testing.T) {
 		t.Fatalf("the device never interrupted its sleeping driver (INTERRUPTS %d)", got)
 	}
 	t.Logf("wait stats %+v, interrupts %d", ws, a.Region().Load64(uapi.RegInterrupts)-irqs)
+}
+
+// udpDrivers opens nodes 1 and 2, each its own device with an engine on
+// UDP loopback as two rank processes have (driver/ranks), and a driver
+// on each.
+func udpDrivers(t *testing.T) (a, b *driver.Driver) {
+	t.Helper()
+	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}
+	var drv []*driver.Driver
+	for i, n := range []uint16{1, 2} {
+		peer := uint16(3 - n)
+		l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{n}, func(d *vdev.Device) (link.Port, error) {
+			return link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		drv = append(drv, d)
+	}
+	return drv[0], drv[1]
 }
 
 func freeUDPAddr(t *testing.T) string {
