@@ -245,9 +245,23 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 		}
 	}
 	idx := d.cmdTail
-	d.r.WriteDesc(d.g.CmdqOff+(idx&(d.g.CmdqEntries-1))*uapi.DescSize, c, idx) // publishes it
+	slot := d.g.CmdqOff + (idx&(d.g.CmdqEntries-1))*uapi.DescSize
 	d.cmdTail++
-	d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
+	if d.run != nil {
+		// We run the device: the pass below takes the command itself or,
+		// finding another thread's pass running the device, runs a locked
+		// instruction (its compare-and-swap) before it looks at
+		// DEV_SLEEP, which orders our release stores before that look as
+		// a locked store would. So they are release stores: a locked one
+		// here waited, in a stream, for the line of the frame the last
+		// pass stored into the consumer's ring slot (docs/design.md,
+		// "Where a stream of 8-byte messages is bound").
+		d.r.WriteDescOwn(slot, c, idx) // publishes it
+		d.r.StoreOwn64(uapi.RegCmdqTail, d.cmdTail)
+	} else {
+		d.r.WriteDesc(slot, c, idx) // publishes it
+		d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
+	}
 	if d.runPost != nil {
 		d.runPost.PollPost() // run to completion: the command leaves now, on our thread
 		return idx, nil

@@ -38,6 +38,21 @@ func (r Region) Store64(off uint32, v uint64) { atomic.StoreUint64(r.p64(off), v
 // Add64 atomically adds to the 64-bit word at off and returns the new value.
 func (r Region) Add64(off uint32, d uint64) uint64 { return atomic.AddUint64(r.p64(off), d) }
 
+// StoreOwn64 stores the word at off as its one writer: a release store
+// (a plain MOV on amd64, see ownstore_tso.go), for a word only the
+// caller's side writes and only one of its threads at a time (a device
+// register its passes write, the serialization being theirs). Unlike
+// Store64 it does not order a later load of another word: a hand-off that
+// stores a word and then loads the other side's flag (the doorbell's
+// DEV_SLEEP, the interrupt's DRV_WAIT) needs Store64.
+func (r Region) StoreOwn64(off uint32, v uint64) { storeOwn64(r.p64(off), v) }
+
+// AddOwn64 adds to the word at off as its one writer (StoreOwn64's terms):
+// a counter only the device's passes count. It returns the new value.
+// Readers load it atomically; a writer outside the device's passes uses
+// Add64, and then on counters of its own only.
+func (r Region) AddOwn64(off uint32, d uint64) uint64 { return addOwn64(r.p64(off), d) }
+
 // Load64At and Store64At take a 64-bit offset for parts beyond 4 GiB offsets' type.
 func (r Region) Load64At(off uint64) uint64 {
 	_ = r[off+7]
@@ -101,6 +116,22 @@ func (r Region) WriteDesc(off uint64, d *Desc, idx uint64) {
 		p[i] = w[i]
 	}
 	atomic.StoreUint64(&p[DescSeqOff/8], idx+1)
+}
+
+// WriteDescOwn is WriteDesc publishing SEQ with a release store
+// (StoreOwn64's terms) instead of a locked one: for a driver whose next
+// step orders that store before any load of DEV_SLEEP itself (a driver
+// that runs its device: the pass it starts takes the command or, when
+// another thread holds the device, runs a locked instruction before it
+// looks at DEV_SLEEP).
+func (r Region) WriteDescOwn(off uint64, d *Desc, idx uint64) {
+	_ = r[off+63]
+	p := (*[8]uint64)(unsafe.Pointer(&r[off]))
+	w := d.Words()
+	for i := 0; i < DescSeqOff/8; i++ {
+		p[i] = w[i]
+	}
+	storeOwn64(&p[DescSeqOff/8], idx+1)
 }
 
 // ReadStatus loads the status entry in the slot at off.

@@ -363,7 +363,7 @@ func (c *checker) driverPolled() {
 // report counts a violation and logs it within the rate limit.
 func (c *checker) report(v uapi.Violation) {
 	d := c.d
-	d.count(uapi.CtrViolations, 1)
+	d.countShared(uapi.CtrViolations, 1)
 	now := d.now()
 	if now-c.window >= 1_000_000_000 {
 		c.window, c.inWindow = now, 0

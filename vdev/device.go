@@ -163,7 +163,7 @@ type Device struct {
 
 	// Who runs the device (drive.go): one goroutine at a time holds
 	// running for a pass; driven counts drivers polling it themselves.
-	running   atomic.Bool
+	running   runFlag
 	driven    atomic.Int32
 	drove     atomic.Bool // a driver drove it since the engine last looked
 	away      atomic.Bool // the engine sleeps longer than watchNs: Pause parks the port (drive.go)
@@ -415,7 +415,7 @@ func (d *Device) AddInterrupt(fd int) {
 // descriptors, which, while every core runs a spinning goroutine, is the
 // system monitor's look every 10 ms.
 func (d *Device) Doorbell() {
-	d.count(uapi.CtrDoorbells, 1)
+	d.countShared(uapi.CtrDoorbells, 1)
 	if t := d.tracer.Load(); t != nil {
 		t.emit(d, Event{Kind: EvDoorbell})
 	}
@@ -466,12 +466,12 @@ func (d *Device) Close() error {
 	// gather a queued frame's payload from the region. What we placed is
 	// acknowledged before we go: a peer must not fail a command whose
 	// data arrived because our process exited right after reading it.
-	if d.port != nil && d.book.AcksOwed > 0 && d.running.CompareAndSwap(false, true) {
+	if d.port != nil && d.book.AcksOwed > 0 && d.running.acquire() {
 		d.guard(func() {
 			d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
 			d.flushAcks(false)
 		})
-		d.running.Store(false)
+		d.running.release()
 	}
 	errs = append(errs, d.closePort())
 	if d.shm != nil {
@@ -497,7 +497,18 @@ func (d *Device) closePort() error {
 	return d.portErr
 }
 
-func (d *Device) count(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }
+// count adds n to counter c from a pass (the holder of running, or a test
+// stepping the device on one goroutine): the passes are the counter's one
+// writer, so it is a load and a release store, not a locked add
+// (uapi.Region.AddOwn64), which on a sender's hot path would wait for the
+// line of the frame it just stored. A counter counted outside the passes
+// is countShared's, and never count's too: their adds would lose each
+// other's.
+func (d *Device) count(c uapi.Counter, n uint64) { d.r.AddOwn64(c.Off(), n) }
+
+// countShared adds n to a counter counted outside the device's passes (the
+// doorbells, the engine's sleeps, the checker's violations): a locked add.
+func (d *Device) countShared(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }
 
 // now reads the clock the transport's timers run on: the monotonic clock,
 // or a test's virtual one, so a test stepping devices by hand decides

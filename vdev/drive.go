@@ -83,7 +83,7 @@ func (d *Device) handBack(full bool) {
 	if d.parker != nil && (full || d.away.Load()) && d.r.Load64(uapi.RegDevSleep) != 0 {
 		d.parker.Park(true)
 	}
-	for !d.running.CompareAndSwap(false, true) {
+	for !d.running.acquire() {
 		runtime.Gosched() // another goroutine's pass: a few µs at most
 	}
 	// A pause does not look at a port the driver blocks on: a peek there
@@ -91,7 +91,7 @@ func (d *Device) handBack(full bool) {
 	// is the driver's next wait's (it returns at once) or, if it does not
 	// come back, the port watcher's notice or the engine's watch.
 	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady()
-	d.running.Store(false)
+	d.running.release()
 	if urgent {
 		d.wakeEngine()
 	}
@@ -171,13 +171,13 @@ func (d *Device) BlocksOnPort() bool { return d.waiter != nil }
 // timeoutNs (watchNs): statuses another goroutine's pass writes, and
 // timed work, are seen only when it ends.
 func (d *Device) WaitFrame(timeoutNs int64) bool {
-	if d.waiter == nil || d.driven.Load() == 0 || !d.running.CompareAndSwap(false, true) {
+	if d.waiter == nil || d.driven.Load() == 0 || !d.running.acquire() {
 		return false
 	}
 	// The port is not looked at: its WaitFrame returns at once for a frame
 	// waiting, which a look would cost a system call more to learn.
 	idle := d.book.AcksOwed == 0 && d.holding == 0 && !d.urgentBesidesPort()
-	d.running.Store(false)
+	d.running.release()
 	if !idle {
 		return false
 	}
@@ -191,7 +191,7 @@ func (d *Device) WaitFrame(timeoutNs int64) bool {
 // timers makes a full pass look at the retransmission timers whatever
 // the pass count.
 func (d *Device) driverPass(sendOnly, timers bool) bool {
-	if !d.running.CompareAndSwap(false, true) {
+	if !d.running.acquire() {
 		// The engine holds the device. If it is falling asleep, the look
 		// it takes before sleeping may have missed what our caller just
 		// published, and nobody rings for it: wake it (a checked device
@@ -231,7 +231,7 @@ func (d *Device) driverPass(sendOnly, timers bool) bool {
 			wake = d.urgent()
 		}
 	}
-	d.running.Store(false)
+	d.running.release()
 	if wake {
 		d.wakeEngine()
 	}

@@ -169,7 +169,7 @@ func (e *Engine) run() {
 					if _, err := w.Wait(0); err != nil {
 						return
 					}
-					d.count(uapi.CtrDoorbells, 1)
+					d.countShared(uapi.CtrDoorbells, 1)
 					if t := d.tracer.Load(); t != nil {
 						t.emit(d, Event{Kind: EvDoorbell})
 					}
@@ -208,13 +208,13 @@ func (e *Engine) loop() {
 		busy := false
 		var now int64
 		for _, d := range e.devs {
-			if d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+			if d.driven.Load() > 0 || !d.running.acquire() {
 				continue // a driver runs it (drive.go)
 			}
 			if d.step(&now) {
 				busy = true
 			}
-			d.running.Store(false)
+			d.running.release()
 		}
 		iter++
 		if !busy && e.osYield.Load() {
@@ -276,7 +276,7 @@ func (e *Engine) loop() {
 			if d.driven.Load() > 0 {
 				continue
 			}
-			if !d.running.CompareAndSwap(false, true) {
+			if !d.running.acquire() {
 				// Another goroutine's pass holds it (a post's send-only
 				// pass, which leaves frames at the port to others): this
 				// look cannot see what it left, so look again instead of
@@ -296,7 +296,7 @@ func (e *Engine) loop() {
 				// wake for it, or a driver that exits first goes unnamed.
 				timeout = min(timeout, doorbellGrace+watchNs)
 			}
-			d.running.Store(false)
+			d.running.release()
 		}
 		if !work {
 			if timeout > watchNs {
@@ -320,7 +320,7 @@ func (e *Engine) loop() {
 				}
 			}
 			for _, d := range e.devs {
-				d.count(uapi.CtrSleeps, 1)
+				d.countShared(uapi.CtrSleeps, 1)
 			}
 			timer.Reset(timeout)
 			select {
@@ -372,7 +372,7 @@ func (e *Engine) kick() {
 // asleep on it, or (timedOut) that the sleep ended by its timer, unless a
 // driver runs the device: then no doorbell is owed.
 func (d *Device) checkSleep(timedOut bool) {
-	if d.chk == nil || d.driven.Load() > 0 || !d.running.CompareAndSwap(false, true) {
+	if d.chk == nil || d.driven.Load() > 0 || !d.running.acquire() {
 		return
 	}
 	if timedOut {
@@ -380,7 +380,7 @@ func (d *Device) checkSleep(timedOut bool) {
 	} else {
 		d.chk.sleeping()
 	}
-	d.running.Store(false)
+	d.running.release()
 }
 
 // portReady peeks whether a frame waits, without taking it.

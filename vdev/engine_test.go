@@ -21,12 +21,12 @@ func TestEngineDoesNotSleepPastHeldDevice(t *testing.T) {
 	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
 	waitUntil(t, "an idle engine asleep", asleep)
 	e.kick() // wake it, and hold the device as a post's pass would
-	for !d.running.CompareAndSwap(false, true) {
+	for !d.running.acquire() {
 	}
 	held := true
 	defer func() { // a failed wait below must not leave the device held
 		if held {
-			d.running.Store(false)
+			d.running.release()
 		}
 	}()
 	waitUntil(t, "the kicked engine awake", func() bool { return !asleep() })
@@ -34,7 +34,7 @@ func TestEngineDoesNotSleepPastHeldDevice(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // hundreds of its 50 µs spins
 	after := d.r.Load64(uapi.CtrSleeps.Off())
 	held = false
-	d.running.Store(false)
+	d.running.release()
 	if after != slept {
 		t.Fatalf("the engine slept %d times while another goroutine held its device", after-slept)
 	}

@@ -107,10 +107,10 @@ func NewLocalShm(cfg Config, dir string, payload int, nodes ...uint16) (*Local, 
 func (d *Device) drain(timeoutNs int64) {
 	end := time.Now().Add(time.Duration(timeoutNs))
 	for time.Now().Before(end) && d.Failed() == nil {
-		if d.running.CompareAndSwap(false, true) {
+		if d.running.acquire() {
 			busy := true
 			d.guard(func() { busy = d.inflight > 0 || d.pending() || d.fence != nil || d.sending > 0 || len(d.compQ) > 0 })
-			d.running.Store(false)
+			d.running.release()
 			if !busy {
 				return
 			}

@@ -98,7 +98,7 @@ func (d *Device) intake() bool {
 		if d.cmdAhead.taken[idx] { // ran ahead of a blocked command: only the head moves
 			delete(d.cmdAhead.taken, idx)
 			d.cmdHead++
-			d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
+			d.r.StoreOwn64(uapi.RegCmdqHead, d.cmdHead) // its one writer: a release store
 			busy = true
 			continue
 		}
@@ -110,7 +110,7 @@ func (d *Device) intake() bool {
 		}
 		desc := d.r.ReadDesc(slot)
 		d.cmdHead++
-		d.r.Store64(uapi.RegCmdqHead, d.cmdHead)
+		d.r.StoreOwn64(uapi.RegCmdqHead, d.cmdHead) // its one writer: a release store
 		d.take(desc, idx)
 		busy = true
 	}

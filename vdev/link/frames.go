@@ -36,3 +36,35 @@ func (fs *frames) put(f []byte) {
 	}
 	fs.mu.Unlock()
 }
+
+// ownedFrames is frames for a port that only its device's passes use,
+// one at a time (the shared-memory port: the device serializes its passes
+// with its running flag, and the port has no goroutine of its own that
+// touches buffers), so the stack needs no lock. A sender's pass took the
+// mutex twice per frame, and its locked instructions came right after the
+// frame's store into the consumer's slot: each waited for that slot's
+// line to come back from the consumer's core (docs/design.md, "Where a
+// stream of 8-byte messages is bound"). The race detector checks the
+// claim: its builds see the passes' hand-offs, and any other use races.
+type ownedFrames struct {
+	size int // capacity of every buffer
+	max  int // buffers kept at most
+	free [][]byte
+}
+
+// get returns an empty buffer of capacity size.
+func (fs *ownedFrames) get() []byte {
+	if n := len(fs.free); n > 0 {
+		f := fs.free[n-1]
+		fs.free = fs.free[:n-1]
+		return f
+	}
+	return make([]byte, 0, fs.size)
+}
+
+// put keeps f for reuse if it is one of ours and there is room.
+func (fs *ownedFrames) put(f []byte) {
+	if cap(f) == fs.size && len(fs.free) < fs.max {
+		fs.free = append(fs.free, f[:0])
+	}
+}

@@ -64,7 +64,7 @@ type shmPort struct {
 	mac    net.HardwareAddr
 	mtu    int
 	slots  int
-	frames frames
+	frames ownedFrames // only the device's passes use them, one at a time
 
 	lockFD int
 	ln     *net.UnixListener
@@ -108,7 +108,7 @@ func ListenShm(dir string, node uint16, mtu int) (Port, error) {
 		p.slots *= 2
 	}
 	p.slots = max(p.slots, 16) // a window of frames, however large
-	p.frames = frames{size: shmSlotFrame(mtu), max: maxFree}
+	p.frames = ownedFrames{size: shmSlotFrame(mtu), max: maxFree}
 	empty := map[uint16]*shmPeer{}
 	p.peers.Store(&empty)
 	p.list.Store(&[]*shmPeer{})

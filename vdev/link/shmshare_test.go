@@ -327,7 +327,7 @@ func FuzzShmResolve(f *testing.F) {
 	f.Add([]byte{}, 0)
 	view := make([]byte, 64<<10)
 	const mtu = 9000
-	p := &shmPort{mtu: mtu, frames: frames{size: shmSlotFrame(mtu), max: 4}}
+	p := &shmPort{mtu: mtu, frames: ownedFrames{size: shmSlotFrame(mtu), max: 4}}
 	peer := &shmPeer{}
 	peer.mem.theirs.Store(&peerMapping{all: view, view: view})
 	f.Fuzz(func(t *testing.T, v []byte, n int) {

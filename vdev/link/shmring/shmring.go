@@ -93,11 +93,11 @@ type Segment struct {
 	fd       int
 	slots    uint64
 	slotSize int
-	tail     uint64        // frames we published
-	peerHead uint64        // the consumer's head as we last read it
-	head     atomic.Uint64 // frames we consumed; published every quarter ring
-	shown    uint64        // the head as we last published it
-	lazy     bool          // we publish with storeRelease (flagLazy)
+	tail     uint64 // frames we published
+	peerHead uint64 // the consumer's head as we last read it
+	head     uint64 // frames we consumed (atomic loads, storeRelease); published every quarter ring
+	shown    uint64 // the head as we last published it
+	lazy     bool   // we publish with storeRelease (flagLazy)
 }
 
 // Create makes a sealed memfd segment with slots slots (a power of two)
@@ -282,7 +282,7 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 // length, or -1 when the producer has not published it yet.
 func (p *Pair) next() (int, error) {
 	s, r := p.Mine, p.Theirs
-	h := s.head.Load()
+	h := atomic.LoadUint64(&s.head)
 	off := HeaderSize + int(h&(r.slots-1))*r.slotSize
 	w := atomic.LoadUint64(r.word(off)) // read once
 	switch t := uint32(w >> 32); t {
@@ -352,18 +352,23 @@ func (p *Pair) Peek() ([]byte, error) {
 	if n < 0 || err != nil {
 		return nil, err
 	}
-	off := HeaderSize + int(s.head.Load()&(r.slots-1))*r.slotSize + lenWord
+	off := HeaderSize + int(atomic.LoadUint64(&s.head)&(r.slots-1))*r.slotSize + lenWord
 	return r.mem[off : off+n : off+n], nil
 }
 
 // Done frees the slot of the frame Peek returned.
 func (p *Pair) Done() {
 	s, r := p.Mine, p.Theirs
-	h := s.head.Load() + 1
-	s.head.Store(h)
+	h := atomic.LoadUint64(&s.head) + 1
+	// Only the consumer's pass stores either word, and nothing loads a
+	// word of the peer's after them in a hand-off that needs ordering: a
+	// release store each (storeRelease), no locked instruction per frame.
+	// Under TSO the slot's loads above are not passed by them either, so
+	// the producer never gets a slot back that we still read.
+	storeRelease(&s.head, h)
 	if h-s.shown >= max(r.slots/4, 1) {
 		s.shown = h
-		atomic.StoreUint64(s.word(offHead), h) // those slots are the producer's again
+		storeRelease(s.word(offHead), h) // those slots are the producer's again
 	}
 }
 
