@@ -17,6 +17,3 @@ type runFlag struct{ v uint32 }
 
 // acquire takes the flag if nobody holds it.
 func (f *runFlag) acquire() bool { return atomic.CompareAndSwapUint32(&f.v, 0, 1) }
-
-// held reports whether some goroutine holds the flag now.
-func (f *runFlag) held() bool { return atomic.LoadUint32(&f.v) != 0 }
