@@ -17,8 +17,10 @@ import (
 )
 
 // The wire protocol between endpoints, inside the device's IPUSH: every
-// message starts with a 40-byte header in the payload, and the IPUSH's
-// immediate carries the tag.
+// message starts with a header in the payload, and the IPUSH's immediate
+// carries the tag. An eager message's header is its first 16 bytes (the
+// body follows; its length is the packet's less 16); every other kind's
+// is all 48.
 //
 //	0      kind (eager, rts, fin, write)
 //	1      flags: hdrTagged, hdrData
@@ -31,6 +33,14 @@ import (
 //	       rides in the immediate
 const (
 	hdrLen = 48
+	// eagerHdrLen is the short header of an eager message. With it an
+	// 8-byte message's frame (the ring's slot word, 78 bytes of frame
+	// headers, 16 + 8) fits the two cache lines the shared-memory ring's
+	// consumer has fetched when it sees the slot word; the whole header
+	// put its last bytes in a third line, fetched from the sender's core
+	// only then: the device's own ping-pong at 64 bytes (three lines)
+	// takes 0.10-0.13 µs more than at 32 (two).
+	eagerHdrLen = 16
 
 	kindEager = 1
 	kindRTS   = 2
@@ -221,7 +231,7 @@ func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
 	}
 	e.arena.init(ringBytes, lmSize-ringBytes)
 	e.d.SetWindow(ringBytes, lmSize-ringBytes)
-	e.eagerMax = e.d.MTU() - hdrLen
+	e.eagerMax = e.d.MTU() - eagerHdrLen
 	if e.eagerMax > 16<<10 {
 		e.eagerMax = 16 << 10
 	}
@@ -456,16 +466,16 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	}
 	e.linkBufs.counts.CopiedSends++
 	if n <= e.eagerMax {
-		at, ok := e.alloc(uint64(hdrLen + n))
+		at, ok := e.alloc(uint64(eagerHdrLen + n))
 		if !ok {
 			e.freeTx(op)
 			return eAgain
 		}
-		e.putHdr(at, kindEager, hflags, data, uint64(n), 0, 0)
-		copy(e.lm[at+hdrLen:], src)
+		e.putEagerHdr(at, hflags, data)
+		copy(e.lm[at+eagerHdrLen:], src)
 		op.kind = ckSend
-		op.stage, op.stageN = at, uint64(hdrLen+n)
-		if err := e.ipush(p.node, at, hdrLen+n, tag, ckSend, op); err != 0 {
+		op.stage, op.stageN = at, uint64(eagerHdrLen+n)
+		if err := e.ipush(p.node, at, eagerHdrLen+n, tag, ckSend, op); err != 0 {
 			e.freeTx(op)
 			return err
 		}
@@ -508,6 +518,14 @@ func (e *endpoint) alloc(n uint64) (uint64, bool) {
 		at, ok = e.arena.alloc(n)
 	}
 	return at, ok
+}
+
+// putEagerHdr writes an eager message's short header at link address at.
+func (e *endpoint) putEagerHdr(at uint64, flags byte, data uint64) {
+	h := e.lm[at : at+eagerHdrLen]
+	clear(h[:8])
+	h[0], h[1] = kindEager, flags
+	binary.LittleEndian.PutUint64(h[8:], data)
 }
 
 func (e *endpoint) putHdr(at uint64, kind, flags byte, data, n, raddr, id uint64) {
@@ -1019,27 +1037,31 @@ func (e *endpoint) packet(s *uapi.Status) {
 		e.ring.Copy(data, s)
 	}
 	defer e.ring.Release(s.End)
-	if s.Flags&(uapi.StFlagFirst|uapi.StFlagLast) != uapi.StFlagFirst|uapi.StFlagLast && s.Type == uapi.StIPUSHPkt || len(data) < hdrLen {
+	hl := hdrLen
+	if len(data) > 0 && data[0] == kindEager {
+		hl = eagerHdrLen
+	}
+	if s.Flags&(uapi.StFlagFirst|uapi.StFlagLast) != uapi.StFlagFirst|uapi.StFlagLast && s.Type == uapi.StIPUSHPkt || len(data) < hl {
 		logf("dropped a malformed packet from node %d (%d bytes, flags %#x)", s.SrcNode, len(data), s.Flags)
 		return
 	}
-	h := data[:hdrLen]
+	h := data[:hl]
 	kind, flags := h[0], h[1]
 	if trace {
 		logf("packet kind %d flags %d from node %d tag %#x, %d bytes", kind, flags, s.SrcNode, s.Imm, len(data))
 	}
+	m := inMsg{node: s.SrcNode, tagged: flags&hdrTagged != 0, tag: s.Imm, hasCQ: flags&hdrData != 0,
+		data: binary.LittleEndian.Uint64(h[8:])}
+	if kind == kindEager {
+		m.body = data[eagerHdrLen:] // copied by arrive unless a receive takes it now
+		m.n = len(m.body)
+		e.arrive(&m)
+		return
+	}
 	n := binary.LittleEndian.Uint64(h[16:])
 	id := binary.LittleEndian.Uint64(h[32:])
-	m := inMsg{node: s.SrcNode, tagged: flags&hdrTagged != 0, tag: s.Imm, hasCQ: flags&hdrData != 0,
-		data: binary.LittleEndian.Uint64(h[8:]), n: int(n)}
+	m.n = int(n)
 	switch kind {
-	case kindEager:
-		if int(n) != len(data)-hdrLen {
-			logf("dropped an eager message from node %d: %d bytes, header says %d", s.SrcNode, len(data)-hdrLen, n)
-			return
-		}
-		m.body = data[hdrLen:] // copied by arrive unless a receive takes it now
-		e.arrive(&m)
 	case kindRTS:
 		if n > maxMsg {
 			logf("dropped a rendezvous offer of %d bytes from node %d", n, s.SrcNode)

@@ -195,12 +195,12 @@ func (e *endpoint) sendLink(op *txOp, p avEntry, buf unsafe.Pointer, n int, hfla
 		if off != b.user || b.hdrBusy {
 			return 0, false // no room for the header before it: copied
 		}
-		at := off - hdrLen
-		e.putHdr(at, kindEager, hflags, op.data, uint64(n), 0, 0)
+		at := off - eagerHdrLen
+		e.putEagerHdr(at, hflags, op.data)
 		op.kind = ckSend
 		op.lmHdr = b
 		b.hdrBusy = true
-		if err := e.ipush(p.node, at, hdrLen+n, op.tag, ckSend, op); err != 0 {
+		if err := e.ipush(p.node, at, eagerHdrLen+n, op.tag, ckSend, op); err != 0 {
 			b.hdrBusy = false
 			e.freeTx(op)
 			return err, true

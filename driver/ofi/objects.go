@@ -80,13 +80,18 @@ func logf(format string, args ...any) {
 // Address: the fixed 16 bytes fi_getname gives and fi_av_insert takes.
 //
 //	0..1  "DN"
-//	2     version (1)
+//	2     version (addrVersion)
 //	3     medium: 1 shm, 2 udp, 3 pci
 //	4..5  node id (little endian)
 //	6..7  udp port (big endian)
 //	8..11 udp IPv4 address
 //	12..15 shm: the network namespace's inode (low 32 bits)
 const (
+	// addrVersion moves with the protocol between endpoints (ep.go's
+	// headers): a peer of another version is refused by fi_av_insert, as
+	// it would misread our messages. 2: the short eager header.
+	addrVersion = 2
+
 	mediumShm = 1
 	mediumUDP = 2
 	mediumPCI = 3
@@ -96,6 +101,7 @@ const (
 // reported as FI_ADDR_NOTAVAIL in fi_av_insert's output.
 var (
 	errBadAddr     = errors.New("not a dimmnet address")
+	errOtherVer    = errors.New("peer speaks another version of the provider's protocol (another build)")
 	errOtherMedium = errors.New("peer is on another medium (FI_DIMMNET_LINK must match)")
 	errOtherNetns  = errors.New("shm peer is in another network namespace: use FI_DIMMNET_LINK=udp")
 	errCollision   = errors.New("node id collision: two addresses claim one node id")
@@ -113,8 +119,11 @@ type address struct {
 
 func parseAddr(b []byte) (address, error) {
 	var a address
-	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[2] != 1 || b[3] < mediumShm || b[3] > mediumPCI {
+	if len(b) != addrLen || b[0] != 'D' || b[1] != 'N' || b[3] < mediumShm || b[3] > mediumPCI {
 		return a, errBadAddr
+	}
+	if b[2] != addrVersion {
+		return a, fmt.Errorf("address version %d, ours %d: %w", b[2], addrVersion, errOtherVer)
 	}
 	copy(a.raw[:], b)
 	a.medium = b[3]
@@ -130,7 +139,7 @@ func parseAddr(b []byte) (address, error) {
 
 func makeAddr(medium byte, node uint16, udp *net.UDPAddr, netns uint32) [addrLen]byte {
 	var b [addrLen]byte
-	b[0], b[1], b[2], b[3] = 'D', 'N', 1, medium
+	b[0], b[1], b[2], b[3] = 'D', 'N', addrVersion, medium
 	binary.LittleEndian.PutUint16(b[4:], node)
 	if udp != nil {
 		binary.BigEndian.PutUint16(b[6:], uint16(udp.Port))

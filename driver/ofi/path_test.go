@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 	"unsafe"
 )
@@ -115,6 +117,56 @@ func (l *injectLoop) step() {
 			l.tb.Fatalf("endpoint %d: completion %+v, first byte %d, sent %d", 1-i, got, l.rbuf[1-i][0], l.msg[i][0])
 		}
 		l.post(1 - i)
+	}
+}
+
+// TestEagerMessagesArriveWhole: an eager message's short header leaves
+// its length to the packet's, so every size around the header's and the
+// frame's cache lines reaches the receive posted for it byte for byte,
+// with its remote CQ data.
+func TestEagerMessagesArriveWhole(t *testing.T) {
+	p := openPair(t)
+	src, dst := make([]byte, 4096), make([]byte, 4096)
+	var ctx [32]byte
+	for _, n := range []int{0, 1, 8, 15, 16, 17, 42, 48, 100, 4096} {
+		for i := range src {
+			src[i] = byte(i*7 + n)
+		}
+		clear(dst)
+		data := uint64(0xfeed_0000 + n)
+		mu.Lock()
+		r := p.e[1].newRecv()
+		*r = recvOp{buf: unsafe.Pointer(&dst[0]), size: len(dst), src: addrUnspec, ctx: unsafe.Pointer(&ctx), flags: dnDefault}
+		ret := p.e[1].recv(r)
+		if ret == 0 {
+			ret = p.e[0].send(unsafe.Pointer(&src[0]), n, p.dst[0], 0, data, nil, fInject|fCQData)
+		}
+		mu.Unlock()
+		if ret != 0 {
+			t.Fatalf("%d bytes: recv or inject: %d", n, ret)
+		}
+		got := p.take(t, 1)
+		if got.ctx != unsafe.Pointer(&ctx) || got.len != n || got.data != data || got.flags&fCQData == 0 {
+			t.Fatalf("%d bytes: completion %+v, want len %d and data %#x", n, got, n, data)
+		}
+		if !bytes.Equal(dst[:n], src[:n]) || n < len(dst) && dst[n] != 0 {
+			t.Fatalf("%d bytes: the body arrived changed (or overran)", n)
+		}
+	}
+}
+
+// TestAddressOfAnotherVersionRefused: a peer of a build that speaks
+// another version of the endpoints' protocol would misread our messages
+// and we its: fi_av_insert refuses its address, naming why.
+func TestAddressOfAnotherVersionRefused(t *testing.T) {
+	p := openPair(t)
+	b := p.e[1].addr
+	b[2] = addrVersion - 1
+	mu.Lock()
+	_, err := p.e[0].av.insert(b[:])
+	mu.Unlock()
+	if !errors.Is(err, errOtherVer) {
+		t.Fatalf("insert of a version-%d address: %v, want %v", b[2], err, errOtherVer)
 	}
 }
 

@@ -10,6 +10,8 @@
  * PPSTAT_LINKMEM=1 (dimmnet) also allocates both sides' buffers from
  * link memory through the provider's ops (../include/fi_dimmnet.h), so
  * bodies move with no bounce copy, and prints the endpoint's counters.
+ * PPSTAT_BIND=1 binds the client to CPU 0 and the server to CPU 1, as
+ * `dimmnet pingpong --link shm` binds its two processes by default.
  * Not a test: a tool for docs/ofi.md's figures (gcc -O2 ppstat.c -o
  * ppstat -lfabric). */
 #define _GNU_SOURCE
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -65,6 +68,12 @@ int main(int argc, char **argv)
 		return 1;
 	pid_t pid = fork();
 	int server = pid == 0;
+	if (getenv("PPSTAT_BIND")) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(server ? 1 : 0, &set);
+		CK(sched_setaffinity(0, sizeof(set), &set));
+	}
 	int wfd = server ? c2p[1] : p2c[1], rfd = server ? p2c[0] : c2p[0];
 
 	struct fi_info *hints = fi_allocinfo(), *info;
