@@ -423,11 +423,20 @@ func (p *fdPort) readable() bool {
 // wait by its timers), and a tail-loss probe due 100 µs after a lost
 // packet left went 4-10 ms late, so each loss at 1% cost that (UDP 8-byte
 // RTT/2 p99 6-8 ms at loss=0.01). A UDP port ends such a wait with its
-// wake timer (armWake); ppoll, which keeps to the microsecond by itself,
-// woke 2-4x slower than a blocking recvfrom when the frame came (8-byte
-// loopback ping-pong in C here: RTT/2 median 22-27 µs against 5-7), and
-// every wait of a request-reply exchange has a deadline inside it.
+// wake timer (armWake, wakeMinNs). ppoll, which keeps to the microsecond
+// by itself, woke 2-4x slower than a blocking recvfrom when the frame
+// came (8-byte loopback ping-pong in C here: RTT/2 median 16-27 µs
+// against 5-7), and a lossy request-reply exchange has a deadline inside
+// every wait.
 const preciseNs = 1_000_000
+
+// wakeMinNs is the earliest a UDP port's wake timer ends a wait: a timer
+// armed 100 µs ahead at every wait cost each wake-up by a frame more than
+// one 1 ms ahead (udp 8-byte RTT/2 median at loss=0.01 29.6-32.0 against
+// 14.0-17.7 µs; their means alike, 52-87 µs): a deadline inside the wait
+// is kept to the millisecond, not to the microsecond, still 4-10 times
+// sooner than the tick.
+const wakeMinNs = 1_000_000
 
 // WaitFrame blocks the calling thread until a frame waits or timeoutNs
 // passes (link.FrameWaiter): on a socket with one blocking recvfrom that
@@ -450,9 +459,9 @@ func (p *fdPort) WaitFrame(timeoutNs int64) bool {
 			if arrived, ok := p.waitRecv(timeoutNs); ok {
 				return arrived
 			}
-		case timeoutNs >= 1000 && p.selfWake && p.armWake(timeoutNs):
+		case timeoutNs >= 1000 && p.selfWake && p.armWake(max(timeoutNs, wakeMinNs)):
 			// A deadline: the blocking recvfrom keeps its slice, and the
-			// wake timer ends it on time.
+			// wake timer ends it (at wakeMinNs at the earliest).
 			arrived, ok := p.waitRecv(max(p.slot.timeout, preciseNs))
 			p.slot.deadline.Store(false)
 			if ok {

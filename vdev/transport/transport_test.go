@@ -751,7 +751,8 @@ func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
 }
 
 // Book.Soonest is never later than an armed deadline, follows Settle, and
-// goes to 0 with the last timer; LostAt follows timer-driven resends.
+// goes to 0 with the last timer; LostTwiceSince follows timer-driven
+// resends.
 func TestBookSoonestAndLostAt(t *testing.T) {
 	b := &Book{}
 	cfg := &Config{Window: 64, MaxTimeouts: 3}
@@ -766,16 +767,24 @@ func TestBookSoonestAndLostAt(t *testing.T) {
 	if b.Soonest() != y.Deadline() {
 		t.Fatalf("after Settle: soonest %d, want %d", b.Soonest(), y.Deadline())
 	}
-	if b.LostAt() != 0 {
-		t.Fatalf("lostAt %d before any resend", b.LostAt())
-	}
 	at := y.Deadline()
 	if e := y.Expire(at, 1); e != Probed {
 		t.Fatalf("Expire: %v, want Probed", e)
 	}
-	if b.LostAt() != at {
-		t.Fatalf("lostAt %d after the probe at %d", b.LostAt(), at)
+	if b.LostTwiceSince() != 0 {
+		t.Fatalf("LostTwiceSince %d after one resend, want 0", b.LostTwiceSince())
 	}
+	resent(y, at)
+	sendN(x, 1, at)
+	at2 := x.Deadline()
+	if e := x.Expire(at2, 2); e != Probed {
+		t.Fatalf("Expire: %v, want Probed", e)
+	}
+	if b.LostTwiceSince() != at {
+		t.Fatalf("LostTwiceSince %d after resends at %d and %d, want the first", b.LostTwiceSince(), at, at2)
+	}
+	resent(x, at2)
+	x.Ack(x.Next()-1, at2+10_000)
 	y.Ack(y.Next()-1, at+10_000)
 	if b.Timers != 0 || b.Soonest() != 0 {
 		t.Fatalf("nothing armed: timers %d, soonest %d", b.Timers, b.Soonest())

@@ -71,16 +71,24 @@ type Book struct {
 	// only through sync/atomic (a plain word: the Book stays copyable
 	// for a test's printout).
 	soonest int64
-	// lostAt is when a timer last made a sender resend (a tail-loss
-	// probe or a timeout; 0: never), read like soonest.
-	lostAt int64
+	// lostAt and lostBefore are when a timer last made a sender resend
+	// (a tail-loss probe or a timeout; 0: never) and the time before
+	// that, read like soonest.
+	lostAt, lostBefore int64
 }
 
-// LostAt is when a sender's timer last resent a packet (0: never): a port
-// wait keeps to the timers' deadlines precisely only while losses are
-// recent (vdev's boundedWaiter), since a precise wake-up timer armed at
-// every wait slowed each wake-up on this VM.
-func (b *Book) LostAt() int64 { return atomic.LoadInt64(&b.lostAt) }
+// LostTwiceSince reports the time of the second-to-last resend a
+// sender's timer made (0: fewer than two): a port wait keeps to the
+// timers' deadlines only while losses recur (vdev's boundedWaiter), since
+// a wake-up timer armed at every wait slowed each wake-up on this VM, and
+// a clean link's rare timer resends are mostly an answer that came late.
+func (b *Book) LostTwiceSince() int64 { return atomic.LoadInt64(&b.lostBefore) }
+
+// lost records a resend by a sender's timer at now.
+func (b *Book) lost(now int64) {
+	atomic.StoreInt64(&b.lostBefore, atomic.LoadInt64(&b.lostAt))
+	atomic.StoreInt64(&b.lostAt, now)
+}
 
 // Soonest is a time no later than every sender's next deadline (timer or
 // tail-loss probe), 0 when none is armed. A thread that blocks on the
@@ -560,7 +568,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 		// starts again from the probe.
 		t.probeAt, t.probed = 0, true
 		t.arm(now+t.RTO(), false)
-		atomic.StoreInt64(&t.book.lostAt, now)
+		t.book.lost(now)
 		for i := len(t.pkts) - 1; i >= 0; i-- {
 			if p := &t.pkts[i]; !p.sacked {
 				if p.lost == 0 {
@@ -593,7 +601,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	t.backoff = min(2*t.RTO(), MaxBackoff)
 	t.timedOut()
 	t.arm(now+t.RTO(), false)
-	atomic.StoreInt64(&t.book.lostAt, now)
+	t.book.lost(now)
 	t.probeAt = 0
 	return TimedOut
 }
