@@ -790,3 +790,37 @@ func TestBookSoonestAndLostAt(t *testing.T) {
 		t.Fatalf("nothing armed: timers %d, soonest %d", b.Timers, b.Soonest())
 	}
 }
+
+// The variance guards a lone packet only: a flight of several keeps the
+// probe at twice the smoothed round trip (its ACKs come from the
+// receiver's passes, not from an answer), and a stream's packets teach
+// the mean deviation nothing.
+func TestVarianceGuardsLonePackets(t *testing.T) {
+	tx, _ := newTx(64)
+	now := int64(1_000_000)
+	for i := range 16 {
+		rtt := int64(30_000)
+		if i%2 == 1 {
+			rtt = 200_000
+		}
+		exchange(tx, now, rtt)
+		now += 1_000_000
+	}
+	sendN(tx, 1, now)
+	lone := tx.PTO()
+	sendN(tx, 3, now)
+	flight := tx.PTO()
+	if want := max(2*tx.SRTT(), MinBackoff/2); flight != want || lone <= flight {
+		t.Fatalf("PTO lone %d, of a flight of 4 %d: want the flight's %d and the lone one above it", lone, flight, want)
+	}
+	tx.Ack(tx.Next()-1, now+30_000)
+	v := tx.RTTVar()
+	for range 8 {
+		sendN(tx, 4, now)
+		tx.Ack(tx.Next()-1, now+400_000)
+		now += 1_000_000
+	}
+	if tx.RTTVar() != v {
+		t.Fatalf("streamed flights moved RTTVAR %d -> %d", v, tx.RTTVar())
+	}
+}

@@ -133,6 +133,7 @@ const (
 type pkt struct {
 	sentAt     int64  // last time it left
 	firstAt    int64  // when it first left (0: untimed), for a late original's sample
+	alone      bool   // nothing else was in flight when it first left
 	resentNext uint32 // next new sequence number when it was last resent
 	resent     bool   // sent more than once: its ACK says nothing of the round trip
 	untimed    bool   // left without a clock read (SentUntimed): no round-trip sample
@@ -222,37 +223,56 @@ func (t *Tx) Armed() bool { return t.deadline != 0 }
 
 // RTO is how long to wait for an ACK before sending again: the backoff,
 // but never below three smoothed round trips (a slow medium is not a lost
-// packet), the tail-loss probe's time plus two mean deviations (the probe
-// goes first), nor the medium's floor, and never above MaxBackoff.
+// packet), for a lone packet the tail-loss probe's time plus two mean
+// deviations (the probe goes first), nor the medium's floor, and never
+// above MaxBackoff.
 func (t *Tx) RTO() int64 {
-	return min(max(t.backoff, 3*t.srtt, t.rttBound()+2*t.rttvar, t.cfg.RTOFloor), MaxBackoff)
+	return min(max(t.backoff, 3*t.srtt, t.loneBound()+2*t.rttvar, t.cfg.RTOFloor), MaxBackoff)
 }
 
-// rttBound is the smoothed round trip plus four mean deviations (RFC
-// 6298's RTO): in request-reply traffic the ACK rides the answer, so the
-// round trip a sender times is the peer's turnaround too, and that has a
-// heavy tail wherever the peer's thread shares a core (a replier
+// loneBound is, while the flight is one packet, the smoothed round trip
+// plus four mean deviations of lone packets' round trips (RFC 6298's
+// RTO); 0 otherwise. In request-reply traffic the ACK rides the answer,
+// so the round trip a sender times is the peer's turnaround too, and that
+// has a heavy tail wherever the peer's thread shares a core (a replier
 // preempted for 100 µs-3 ms). A timer that fires inside that tail resends
 // a packet that was never lost: the variance term keeps it past the
 // turnaround the peer has shown, while a quiet peer's timers stay near
-// twice its round trip.
-func (t *Tx) rttBound() int64 { return t.srtt + 4*t.rttvar }
+// twice its round trip. A flight of many packets keeps the rules without
+// it (as RFC 8985 adds the peer's ACK delay only to a flight of one):
+// there the ACKs come from the receiver's passes, not from an answer, a
+// lost tail is the probe's to find soon, and an RTO of SRTT + 4 RTTVAR
+// did not cut the 256 KiB-1 MiB rows' timeouts (docs/design.md,
+// "Tail-loss probes").
+func (t *Tx) loneBound() int64 {
+	if len(t.pkts) > 1 {
+		return 0
+	}
+	return t.srtt + 4*t.rttvar
+}
 
-// sample feeds one round-trip measurement to the estimators.
-func (t *Tx) sample(rtt int64) {
+// sample feeds one round-trip measurement to the estimators; the mean
+// deviation learns only from packets that were alone in flight (the
+// request-reply turnaround loneBound guards against).
+func (t *Tx) sample(rtt int64, alone bool) {
 	rtt = max(rtt, 1)
 	if t.minRTT == 0 || rtt < t.minRTT {
 		t.minRTT = rtt
 	}
 	if t.srtt == 0 {
-		t.srtt, t.rttvar = rtt, rtt/2
+		t.srtt = rtt
+		if alone {
+			t.rttvar = rtt / 2
+		}
 		return
 	}
-	d := rtt - t.srtt
-	if d < 0 {
-		d = -d
+	if alone {
+		d := rtt - t.srtt
+		if d < 0 {
+			d = -d
+		}
+		t.rttvar += (d - t.rttvar) / 4
 	}
-	t.rttvar += (d - t.rttvar) / 4
 	t.srtt += (rtt - t.srtt) / 8
 }
 
@@ -261,7 +281,7 @@ func (t *Tx) sample(rtt int64) {
 func (t *Tx) Sent(now int64) {
 	t.untimed = 0
 	t.blockedAt = 0
-	t.pkts = append(t.pkts, pkt{sentAt: now, firstAt: now})
+	t.pkts = append(t.pkts, pkt{sentAt: now, firstAt: now, alone: len(t.pkts) == 0})
 	t.next++
 	if t.deadline == 0 {
 		t.arm(now+t.RTO(), false)
@@ -295,11 +315,12 @@ func (t *Tx) SentUntimed() {
 }
 
 // PTO is the tail-loss probe's quiet time: twice the smoothed round trip
-// (the receiver's ACK may wait a pass) or the round trip's bound with its
-// variance (rttBound: a peer whose answers come late now and then is not
-// probed inside its own turnaround), at least half the first backoff.
+// (the receiver's ACK may wait a pass) or, for a lone packet, the round
+// trip's bound with its variance (loneBound: a peer whose answers come
+// late now and then is not probed inside its own turnaround), at least
+// half the first backoff.
 // Never on a lossless medium.
-func (t *Tx) PTO() int64 { return max(2*t.srtt, t.rttBound(), MinBackoff/2) }
+func (t *Tx) PTO() int64 { return max(2*t.srtt, t.loneBound(), MinBackoff/2) }
 
 // armProbe (re)arms the probe for the flight's tail at now + PTO, or at
 // the timer's deadline if that comes first (as Linux caps the PTO by
@@ -361,11 +382,14 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	// sample. Karn's rule would drop it, and with it every round trip
 	// long enough to have made a timer fire: the estimators would never
 	// learn the tail that makes the spurious resends.
+	//
+	// A packet alone in flight from its departure to its ACK is a
+	// request-reply round trip: only those teach the mean deviation.
 	switch p := t.pkts[0]; {
 	case !p.resent && !p.untimed:
-		t.sample(now - p.sentAt)
+		t.sample(now-p.sentAt, p.alone && len(t.pkts) == 1)
 	case p.resent && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
-		t.sample(now - p.firstAt)
+		t.sample(now-p.firstAt, p.alone && len(t.pkts) == 1)
 		t.spurious++
 	}
 	for i := range n {
