@@ -394,7 +394,9 @@ func (d *Device) pullProgress(p *peer) {
 func (d *Device) unwatchPulls(p *peer) {
 	if p.pullDeadline != 0 {
 		p.pullDeadline = 0
-		d.book.Timers--
+		if d.book.Timers--; d.book.Timers == 0 {
+			d.book.Settle(0) // no deadline left for a blocked wait to keep
+		}
 	}
 }
 

@@ -298,7 +298,7 @@ func (d *Device) AttachPort(p link.Port) {
 	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)
-	d.waiter = link.FrameWaiterOf(p)
+	d.waiter = d.boundWaiter(link.FrameWaiterOf(p))
 	d.peeker, _ = p.(link.Peeker)
 	d.linkRxDropped, d.linkTxErrors = nil, nil
 	d.peerSet = link.VouchesFor(p)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
-	"github.com/dimmnet/dimmnet/vdev/transport"
 	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
@@ -927,7 +926,7 @@ func (r *pfRig) run(script []byte) {
 func (r *pfRig) idle() bool {
 	for n, d := range r.dev {
 		if d.cmdHead != uint64(len(r.cmds[n])) || d.inflight != 0 || d.fence != nil || len(d.compQ) != 0 ||
-			d.book != (transport.Book{}) || d.owed != 0 || d.holding != 0 || d.respJobs != 0 || len(r.wire[n]) != 0 ||
+			d.book.Timers != 0 || d.book.Resends != 0 || d.book.AcksOwed != 0 || d.book.Soonest() != 0 || d.owed != 0 || d.holding != 0 || d.respJobs != 0 || len(r.wire[n]) != 0 ||
 			r.seen[n] != d.statTail {
 			return false
 		}

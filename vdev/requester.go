@@ -467,6 +467,7 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 // UNREACHABLE.
 func (d *Device) retransmit(now int64) bool {
 	busy := false
+	var next int64 // the earliest deadline left (transport.Book.Soonest)
 	for _, p := range d.peerList {
 		if p.pullDeadline != 0 && now >= p.pullDeadline {
 			busy = d.expirePulls(p, now) || busy
@@ -474,23 +475,33 @@ func (d *Device) retransmit(now int64) bool {
 		if p.tx.Due(now) {
 			d.expire(p, now)
 		}
-		if !p.tx.Resending() {
-			continue
+		if p.tx.Resending() {
+			busy = d.resend(p, now) || busy
 		}
-		n, err := p.tx.Resend(now, func(seq uint32) error {
-			return d.transmit(p, &p.sent[seq-p.tx.Acked()-1], seq, true)
-		})
-		total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack] + n[transport.CauseProbe]
-		d.count(uapi.CtrRetransmits, uint64(total))
-		d.count(uapi.CtrRetxGap, uint64(n[transport.CauseGap]))
-		d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
-		d.count(uapi.CtrTLPs, uint64(n[transport.CauseProbe]))
-		busy = busy || total > 0
-		if err != nil && !errors.Is(err, link.ErrFull) {
-			d.failPeer(p, sendErrno(err))
+		for _, at := range [2]int64{p.tx.Deadline(), p.pullDeadline} {
+			if at != 0 && (next == 0 || at < next) {
+				next = at
+			}
 		}
 	}
+	d.book.Settle(next)
 	return busy
+}
+
+// resend sends what p's transport marked for resending, counted by cause.
+func (d *Device) resend(p *peer, now int64) bool {
+	n, err := p.tx.Resend(now, func(seq uint32) error {
+		return d.transmit(p, &p.sent[seq-p.tx.Acked()-1], seq, true)
+	})
+	total := n[transport.CauseGap] + n[transport.CauseTimeout] + n[transport.CauseGoBack] + n[transport.CauseProbe]
+	d.count(uapi.CtrRetransmits, uint64(total))
+	d.count(uapi.CtrRetxGap, uint64(n[transport.CauseGap]))
+	d.count(uapi.CtrRetxTimeout, uint64(n[transport.CauseTimeout]))
+	d.count(uapi.CtrTLPs, uint64(n[transport.CauseProbe]))
+	if err != nil && !errors.Is(err, link.ErrFull) {
+		d.failPeer(p, sendErrno(err))
+	}
+	return total > 0
 }
 
 // expire handles p's run-out timer.

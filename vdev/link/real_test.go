@@ -795,3 +795,42 @@ func TestUDPWaitFrameScreens(t *testing.T) {
 		t.Errorf("dropped %d, want 1 (the datagram longer than the MTU)", n)
 	}
 }
+
+// A wait bounded under preciseNs (a retransmission deadline) on a UDP
+// port is ended by the port's wake timer with an empty datagram to
+// itself: the wait reports no frame, the empty datagram is never handed
+// out nor counted as dropped (whether the wait or a later Recv takes
+// it), and real frames still come through whole. Many short waits in a
+// row leave nothing behind.
+func TestUDPDeadlineWait(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	w := link.FrameWaiterOf(b)
+	for i := range 50 {
+		if w.WaitFrame(int64(50 * time.Microsecond)) {
+			if f := b.Recv(); f != nil {
+				t.Fatalf("wait %d: an empty socket handed out %x", i, f)
+			}
+		}
+	}
+	time.Sleep(5 * time.Millisecond) // a wake that came after its wait ended waits at the socket
+	if f := b.Recv(); f != nil {
+		t.Fatalf("a wake timer's datagram was handed out: %x", f)
+	}
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte{7}))
+	var f []byte
+	for i := 0; f == nil && i < 1000; i++ {
+		if w.WaitFrame(int64(200 * time.Microsecond)) {
+			f = b.Recv()
+		}
+	}
+	if f == nil || f[14] != 7 {
+		t.Fatalf("the frame after the deadline waits: got %x", f)
+	}
+	b.Release(f)
+	if n := b.(link.DropCounter).Dropped(); n != 0 {
+		t.Fatalf("%d frames counted dropped: the wake timer's datagrams are not drops", n)
+	}
+	if s := b.(link.Screener).Screened(); s != (link.ScreenCounts{}) {
+		t.Fatalf("screened %+v: the wake timer's datagrams come from the port itself", s)
+	}
+}

@@ -195,6 +195,7 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 	setSockBufs(fd)
 	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = mtu, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
 	p.screen = p.fromPeer
+	p.selfWake = true
 	p.init()
 	return p, nil
 }

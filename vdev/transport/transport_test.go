@@ -652,3 +652,175 @@ func TestUntimedPacketsOnLosslessMedia(t *testing.T) {
 		lossy.Sent(1000)
 	}
 }
+
+// exchange is one request-reply round: a packet sent at now whose ACK
+// (riding the reply) comes rtt later; it reports whether the sender's
+// timer or probe came due first (a resend that would be spurious).
+func exchange(tx *Tx, now, rtt int64) (due bool) {
+	sendN(tx, 1, now)
+	due = tx.Due(now + rtt - 1)
+	tx.Ack(tx.Next()-1, now+rtt)
+	return due
+}
+
+// In request-reply traffic the ACK rides the answer, so the round trip a
+// sender times includes the peer's turnaround, which has a heavy tail on
+// a shared core: a replier preempted answers late for a while. The first
+// late answer finds the probe due (the timers cannot know yet, and a loss
+// must still be found within two round trips), but once the peer has
+// shown it, its timers keep past it (the variance term) and the answers
+// that follow find nothing due, where a rule of twice the smoothed round
+// trip probed every one of them.
+func TestLateRepliesAreNotProbed(t *testing.T) {
+	tx, _ := newTx(64)
+	now := int64(1_000_000)
+	for range 64 {
+		if exchange(tx, now, 30_000) {
+			t.Fatal("a 30 µs answer found a timer due")
+		}
+		now += 100_000
+	}
+	if pto := tx.PTO(); pto > 2*30_000 {
+		t.Fatalf("steady peer: PTO %d, want at most two round trips", pto)
+	}
+	var due []bool
+	for range 8 {
+		due = append(due, exchange(tx, now, 240_000))
+		now += 1_000_000
+	}
+	if !due[0] {
+		t.Fatalf("the first 240 µs answer found no probe due (PTO %d): a loss would wait as long", tx.PTO())
+	}
+	for i, d := range due[1:] {
+		if d {
+			t.Fatalf("late answer %d found a timer or probe due after the first (PTO %d, RTO %d, srtt %d, rttvar %d)",
+				i+2, tx.PTO(), tx.RTO(), tx.SRTT(), tx.RTTVar())
+		}
+	}
+	if tx.PTO() >= tx.RTO() {
+		t.Fatalf("PTO %d not before RTO %d: the probe must come first", tx.PTO(), tx.RTO())
+	}
+}
+
+// A resend whose ACK comes sooner than half the fastest round trip seen
+// answers the first transmission: it is counted spurious, and the first
+// transmission's round trip is learned, so the same late answer next time
+// finds no probe due. A resend answered after a full round trip (a real
+// loss) is neither counted nor sampled (Karn).
+func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
+	tx, _ := newTx(64)
+	now := int64(1_000_000)
+	for range 16 {
+		exchange(tx, now, 20_000)
+		now += 100_000
+	}
+	sendN(tx, 1, now)
+	pto := tx.PTO()
+	if e := tx.Expire(now+pto, 1); e != Probed {
+		t.Fatalf("Expire at PTO: %v, want Probed", e)
+	}
+	resent(tx, now+pto)
+	// The answer to the first transmission comes 2 µs after the probe left.
+	lateRTT := pto + 2_000
+	tx.Ack(tx.Next()-1, now+lateRTT)
+	if tx.Spurious() != 1 {
+		t.Fatalf("spurious %d, want 1", tx.Spurious())
+	}
+	// The same late answer again finds nothing due: the round trip was
+	// learned.
+	if exchange(tx, now+1_000_000, lateRTT) {
+		t.Fatalf("a second answer %d µs late found a probe due (PTO %d -> %d)", lateRTT/1000, pto, tx.PTO())
+	}
+
+	// A real loss: the probe's own answer, a full round trip later.
+	lossy, _ := newTx(64)
+	now = 1_000_000
+	for range 16 {
+		exchange(lossy, now, 20_000)
+		now += 100_000
+	}
+	srtt := lossy.SRTT()
+	sendN(lossy, 1, now)
+	pto = lossy.PTO()
+	lossy.Expire(now+pto, 1)
+	resent(lossy, now+pto)
+	lossy.Ack(lossy.Next()-1, now+pto+20_000)
+	if lossy.Spurious() != 0 || lossy.SRTT() != srtt {
+		t.Fatalf("a real loss: spurious %d, srtt %d -> %d, want 0 and unchanged", lossy.Spurious(), srtt, lossy.SRTT())
+	}
+}
+
+// Book.Soonest is never later than an armed deadline, follows Settle, and
+// goes to 0 with the last timer; LostTwiceSince follows timer-driven
+// resends.
+func TestBookSoonestAndLostAt(t *testing.T) {
+	b := &Book{}
+	cfg := &Config{Window: 64, MaxTimeouts: 3}
+	x, y := NewTx(cfg, b, 1), NewTx(cfg, b, 2)
+	sendN(x, 1, 1_000_000)
+	sendN(y, 1, 1_010_000)
+	if s := b.Soonest(); s == 0 || s > x.Deadline() || s > y.Deadline() {
+		t.Fatalf("soonest %d, deadlines %d and %d", s, x.Deadline(), y.Deadline())
+	}
+	x.Ack(x.Next()-1, 1_020_000) // x done: y's is the one left
+	b.Settle(y.Deadline())
+	if b.Soonest() != y.Deadline() {
+		t.Fatalf("after Settle: soonest %d, want %d", b.Soonest(), y.Deadline())
+	}
+	at := y.Deadline()
+	if e := y.Expire(at, 1); e != Probed {
+		t.Fatalf("Expire: %v, want Probed", e)
+	}
+	if b.LostTwiceSince() != 0 {
+		t.Fatalf("LostTwiceSince %d after one resend, want 0", b.LostTwiceSince())
+	}
+	resent(y, at)
+	sendN(x, 1, at)
+	at2 := x.Deadline()
+	if e := x.Expire(at2, 2); e != Probed {
+		t.Fatalf("Expire: %v, want Probed", e)
+	}
+	if b.LostTwiceSince() != at {
+		t.Fatalf("LostTwiceSince %d after resends at %d and %d, want the first", b.LostTwiceSince(), at, at2)
+	}
+	resent(x, at2)
+	x.Ack(x.Next()-1, at2+10_000)
+	y.Ack(y.Next()-1, at+10_000)
+	if b.Timers != 0 || b.Soonest() != 0 {
+		t.Fatalf("nothing armed: timers %d, soonest %d", b.Timers, b.Soonest())
+	}
+}
+
+// The variance guards a lone packet only: a flight of several keeps the
+// probe at twice the smoothed round trip (its ACKs come from the
+// receiver's passes, not from an answer), and a stream's packets teach
+// the mean deviation nothing.
+func TestVarianceGuardsLonePackets(t *testing.T) {
+	tx, _ := newTx(64)
+	now := int64(1_000_000)
+	for i := range 16 {
+		rtt := int64(30_000)
+		if i%2 == 1 {
+			rtt = 200_000
+		}
+		exchange(tx, now, rtt)
+		now += 1_000_000
+	}
+	sendN(tx, 1, now)
+	lone := tx.PTO()
+	sendN(tx, 3, now)
+	flight := tx.PTO()
+	if want := max(2*tx.SRTT(), MinBackoff/2); flight != want || lone <= flight {
+		t.Fatalf("PTO lone %d, of a flight of 4 %d: want the flight's %d and the lone one above it", lone, flight, want)
+	}
+	tx.Ack(tx.Next()-1, now+30_000)
+	v := tx.RTTVar()
+	for range 8 {
+		sendN(tx, 4, now)
+		tx.Ack(tx.Next()-1, now+400_000)
+		now += 1_000_000
+	}
+	if tx.RTTVar() != v {
+		t.Fatalf("streamed flights moved RTTVAR %d -> %d", v, tx.RTTVar())
+	}
+}

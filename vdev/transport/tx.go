@@ -12,6 +12,8 @@
 // one step at a time (see docs/links.md for the protocol).
 package transport
 
+import "sync/atomic"
+
 // Retransmission timing: ACP's UDP transport figures, and the floor for
 // media that never lose a frame.
 const (
@@ -62,6 +64,57 @@ type Book struct {
 	Timers   int // senders with a retransmission timer armed
 	Resends  int // senders with packets marked for resending
 	AcksOwed int // receivers whose ACK (or gap NACK) no frame has carried yet
+
+	// soonest is no later than any armed timer's or probe's deadline (0:
+	// none armed): what a thread blocked on the port bounds its wait by,
+	// read on other goroutines than the pass that arms the timers, so
+	// only through sync/atomic (a plain word: the Book stays copyable
+	// for a test's printout).
+	soonest int64
+	// lostAt and lostBefore are when a timer last made a sender resend
+	// (a tail-loss probe or a timeout; 0: never) and the time before
+	// that, read like soonest.
+	lostAt, lostBefore int64
+}
+
+// LostTwiceSince reports the time of the second-to-last resend a
+// sender's timer made (0: fewer than two): a port wait keeps to the
+// timers' deadlines only while losses recur (vdev's boundedWaiter), since
+// a wake-up timer armed at every wait slowed each wake-up on this VM, and
+// a clean link's rare timer resends are mostly an answer that came late.
+func (b *Book) LostTwiceSince() int64 { return atomic.LoadInt64(&b.lostBefore) }
+
+// lost records a resend by a sender's timer at now.
+func (b *Book) lost(now int64) {
+	atomic.StoreInt64(&b.lostBefore, atomic.LoadInt64(&b.lostAt))
+	atomic.StoreInt64(&b.lostAt, now)
+}
+
+// Soonest is a time no later than every sender's next deadline (timer or
+// tail-loss probe), 0 when none is armed. A thread that blocks on the
+// device's port waits at most until then: a lost packet's probe then
+// leaves on time, where a wait bounded only by the driver's slice (a
+// millisecond) made each loss cost one. Arming a deadline lowers it at
+// once; a deadline that moves later or goes leaves it early (a wake-up too
+// soon, never too late) until Settle. Safe from any goroutine.
+func (b *Book) Soonest() int64 { return atomic.LoadInt64(&b.soonest) }
+
+// Settle publishes next, the earliest deadline of every sender (0: none),
+// found by the pass that just looked at them all.
+func (b *Book) Settle(next int64) {
+	if b.Timers == 0 {
+		next = 0
+	}
+	if atomic.LoadInt64(&b.soonest) != next {
+		atomic.StoreInt64(&b.soonest, next)
+	}
+}
+
+// note lowers Soonest to at.
+func (b *Book) note(at int64) {
+	if s := atomic.LoadInt64(&b.soonest); s == 0 || at < s {
+		atomic.StoreInt64(&b.soonest, at)
+	}
 }
 
 // Cause says why a packet is being sent again.
@@ -79,6 +132,8 @@ const (
 // pkts[i] is acked+1+i.
 type pkt struct {
 	sentAt     int64  // last time it left
+	firstAt    int64  // when it first left (0: untimed), for a late original's sample
+	alone      bool   // nothing else was in flight when it first left
 	resentNext uint32 // next new sequence number when it was last resent
 	resent     bool   // sent more than once: its ACK says nothing of the round trip
 	untimed    bool   // left without a clock read (SentUntimed): no round-trip sample
@@ -103,6 +158,8 @@ type Tx struct {
 	backoff     int64
 	blockedAt   int64 // a new packet has found the link full since then (0: not)
 	srtt        int64 // smoothed round trip, ns
+	rttvar      int64 // smoothed mean deviation of the round trip, ns (RFC 6298)
+	minRTT      int64 // the fastest round trip seen, ns (0: none yet)
 	untimed     int   // packets sent untimed since the last timed one
 	timeouts    int   // consecutive timeouts without progress
 	heldSince   int64 // the first hold ACK since the last progress (0: none)
@@ -123,6 +180,7 @@ type Tx struct {
 	// lost too, and they go again. A second timeout goes back at once.
 	frto             bool
 	frtoSeq, frtoEnd uint32
+	spurious         uint64 // resends found spurious by their ACK's timing (Spurious)
 }
 
 // NewTx starts a sending session under epoch (a clock reading, so a
@@ -140,6 +198,16 @@ func (t *Tx) Next() uint32 { return t.next }
 // Acked is the cumulative acknowledgement: every number up to it arrived.
 func (t *Tx) Acked() uint32 { return t.acked }
 
+// Spurious counts resends whose ACK came too soon after them to answer
+// them (see Ack): the first transmission had arrived.
+func (t *Tx) Spurious() uint64 { return t.spurious }
+
+// SRTT is the smoothed round trip, ns.
+func (t *Tx) SRTT() int64 { return t.srtt }
+
+// RTTVar is the round trip's smoothed mean deviation, ns.
+func (t *Tx) RTTVar() int64 { return t.rttvar }
+
 // Unacked is the number of packets sent and not yet acknowledged.
 func (t *Tx) Unacked() int { return len(t.pkts) }
 
@@ -155,15 +223,65 @@ func (t *Tx) Armed() bool { return t.deadline != 0 }
 
 // RTO is how long to wait for an ACK before sending again: the backoff,
 // but never below three smoothed round trips (a slow medium is not a lost
-// packet) nor the medium's floor, and never above MaxBackoff.
-func (t *Tx) RTO() int64 { return min(max(t.backoff, 3*t.srtt, t.cfg.RTOFloor), MaxBackoff) }
+// packet), for a lone packet the tail-loss probe's time plus two mean
+// deviations (the probe goes first), nor the medium's floor, and never
+// above MaxBackoff.
+func (t *Tx) RTO() int64 {
+	return min(max(t.backoff, 3*t.srtt, t.loneBound()+2*t.rttvar, t.cfg.RTOFloor), MaxBackoff)
+}
+
+// loneBound is, while the flight is one packet, the smoothed round trip
+// plus four mean deviations of lone packets' round trips (RFC 6298's
+// RTO); 0 otherwise. In request-reply traffic the ACK rides the answer,
+// so the round trip a sender times is the peer's turnaround too, and that
+// has a heavy tail wherever the peer's thread shares a core (a replier
+// preempted for 100 µs-3 ms). A timer that fires inside that tail resends
+// a packet that was never lost: the variance term keeps it past the
+// turnaround the peer has shown, while a quiet peer's timers stay near
+// twice its round trip. A flight of many packets keeps the rules without
+// it (as RFC 8985 adds the peer's ACK delay only to a flight of one):
+// there the ACKs come from the receiver's passes, not from an answer, a
+// lost tail is the probe's to find soon, and an RTO of SRTT + 4 RTTVAR
+// did not cut the 256 KiB-1 MiB rows' timeouts (docs/design.md,
+// "Tail-loss probes").
+func (t *Tx) loneBound() int64 {
+	if len(t.pkts) > 1 {
+		return 0
+	}
+	return t.srtt + 4*t.rttvar
+}
+
+// sample feeds one round-trip measurement to the estimators; the mean
+// deviation learns only from packets that were alone in flight (the
+// request-reply turnaround loneBound guards against).
+func (t *Tx) sample(rtt int64, alone bool) {
+	rtt = max(rtt, 1)
+	if t.minRTT == 0 || rtt < t.minRTT {
+		t.minRTT = rtt
+	}
+	if t.srtt == 0 {
+		t.srtt = rtt
+		if alone {
+			t.rttvar = rtt / 2
+		}
+		return
+	}
+	if alone {
+		d := rtt - t.srtt
+		if d < 0 {
+			d = -d
+		}
+		t.rttvar += (d - t.rttvar) / 4
+	}
+	t.srtt += (rtt - t.srtt) / 8
+}
 
 // Sent records that the packet numbered Next left at now; the number is
 // used up.
 func (t *Tx) Sent(now int64) {
 	t.untimed = 0
 	t.blockedAt = 0
-	t.pkts = append(t.pkts, pkt{sentAt: now})
+	t.pkts = append(t.pkts, pkt{sentAt: now, firstAt: now, alone: len(t.pkts) == 0})
 	t.next++
 	if t.deadline == 0 {
 		t.arm(now+t.RTO(), false)
@@ -197,9 +315,12 @@ func (t *Tx) SentUntimed() {
 }
 
 // PTO is the tail-loss probe's quiet time: twice the smoothed round trip
-// (the receiver's ACK may wait a pass), at least half the first backoff.
+// (the receiver's ACK may wait a pass) or, for a lone packet, the round
+// trip's bound with its variance (loneBound: a peer whose answers come
+// late now and then is not probed inside its own turnaround), at least
+// half the first backoff.
 // Never on a lossless medium.
-func (t *Tx) PTO() int64 { return max(2*t.srtt, MinBackoff/2) }
+func (t *Tx) PTO() int64 { return max(2*t.srtt, t.loneBound(), MinBackoff/2) }
 
 // armProbe (re)arms the probe for the flight's tail at now + PTO, or at
 // the timer's deadline if that comes first (as Linux caps the PTO by
@@ -211,6 +332,7 @@ func (t *Tx) armProbe(now int64) {
 		return
 	}
 	t.probeAt = min(now+t.PTO(), t.deadline)
+	t.book.note(t.probeAt)
 }
 
 // Probing reports whether a tail-loss probe is pending.
@@ -224,11 +346,14 @@ func (t *Tx) arm(at int64, goBack bool) {
 	if goBack {
 		t.probeAt = 0 // everything not placed goes again: nothing to probe
 	}
+	t.book.note(at)
 }
 
 func (t *Tx) disarm() {
 	if t.deadline != 0 {
-		t.book.Timers--
+		if t.book.Timers--; t.book.Timers == 0 {
+			t.book.Settle(0)
+		}
 	}
 	t.deadline, t.goBack, t.expiredPass, t.probeAt = 0, false, 0, 0
 }
@@ -249,12 +374,23 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	// Time the oldest packet the ACK retires: it waited longest (ACKs are
 	// cumulative and may wait a pass), so under a stream the timer learns
 	// what a burst really takes. Karn: first transmissions only.
-	if p := t.pkts[0]; !p.resent && !p.untimed {
-		if rtt := now - p.sentAt; t.srtt == 0 {
-			t.srtt = rtt
-		} else {
-			t.srtt += (rtt - t.srtt) / 8
-		}
+	//
+	// A resent packet's ACK that comes sooner after the resend than half
+	// the fastest round trip seen answers the first transmission (Eifel's test, RFC
+	// 3522, by the clock instead of a timestamp): the resend was
+	// spurious, and the time since the first transmission is a true
+	// sample. Karn's rule would drop it, and with it every round trip
+	// long enough to have made a timer fire: the estimators would never
+	// learn the tail that makes the spurious resends.
+	//
+	// A packet alone in flight from its departure to its ACK is a
+	// request-reply round trip: only those teach the mean deviation.
+	switch p := t.pkts[0]; {
+	case !p.resent && !p.untimed:
+		t.sample(now-p.sentAt, p.alone && len(t.pkts) == 1)
+	case p.resent && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
+		t.sample(now-p.firstAt, p.alone && len(t.pkts) == 1)
+		t.spurious++
 	}
 	for i := range n {
 		if t.pkts[i].lost != 0 {
@@ -456,6 +592,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 		// starts again from the probe.
 		t.probeAt, t.probed = 0, true
 		t.arm(now+t.RTO(), false)
+		t.book.lost(now)
 		for i := len(t.pkts) - 1; i >= 0; i-- {
 			if p := &t.pkts[i]; !p.sacked {
 				if p.lost == 0 {
@@ -488,6 +625,7 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 	t.backoff = min(2*t.RTO(), MaxBackoff)
 	t.timedOut()
 	t.arm(now+t.RTO(), false)
+	t.book.lost(now)
 	t.probeAt = 0
 	return TimedOut
 }
@@ -574,5 +712,6 @@ func (t *Tx) Reset() {
 	if t.lost > 0 {
 		t.book.Resends--
 	}
-	*t = Tx{cfg: t.cfg, book: t.book, epoch: t.epoch + 1, next: 1, backoff: MinBackoff, pkts: t.pkts[:0], srtt: t.srtt}
+	*t = Tx{cfg: t.cfg, book: t.book, epoch: t.epoch + 1, next: 1, backoff: MinBackoff, pkts: t.pkts[:0],
+		srtt: t.srtt, rttvar: t.rttvar, minRTT: t.minRTT, spurious: t.spurious}
 }

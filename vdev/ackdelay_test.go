@@ -1,0 +1,57 @@
+package vdev
+
+import (
+	"testing"
+
+	"github.com/dimmnet/dimmnet/uapi"
+)
+
+// In request-reply traffic the reply carries the ACK of the request. A
+// replier whose device keeps running while its driver is slow to answer
+// sends the ACK alone on its next pass, so the requester's timer, armed
+// for a lossy medium (probes, the 100 µs floor), is disarmed before it
+// runs out: no resend after a timeout, no probe, however long the reply
+// takes. The quick rounds before it send no standalone ACK at all.
+func TestSlowReplierAcksAlone(t *testing.T) {
+	pp := newPostPair(t, 64)
+	for _, d := range []*Device{pp.a, pp.b} {
+		d.tcfg.RTOFloor, d.tcfg.Lossless = 0, false // a frame medium's timers
+	}
+	round := func(replyAfter int64, replierPasses int) {
+		pp.push(pp.a, 8)
+		pp.a.PollPost() // the request leaves
+		pp.now += 10_000
+		pp.full(pp.b) // placed; its ACK is owed
+		for range replierPasses {
+			pp.now += replyAfter / int64(replierPasses+1)
+			pp.full(pp.b)
+			pp.full(pp.a)
+		}
+		pp.now += replyAfter / int64(replierPasses+1)
+		pp.push(pp.b, 8)
+		pp.b.PollPost() // the reply, with the ACK if none went alone
+		pp.now += 10_000
+		pp.full(pp.a)
+	}
+	for range 16 {
+		round(10_000, 0)
+	}
+	if n := counter(pp.b, uapi.CtrAcksTx); n != 0 {
+		t.Fatalf("quick replies: %d standalone ACKs, want none (the replies carry them)", n)
+	}
+	round(5_000_000, 50) // a reply 5 ms late, the replier's device running meanwhile
+	if n := counter(pp.b, uapi.CtrAcksTx); n != 1 {
+		t.Fatalf("a slow reply: %d standalone ACKs, want 1", n)
+	}
+	for _, c := range []uapi.Counter{uapi.CtrRetransmits, uapi.CtrRetxTimeout, uapi.CtrTLPs, uapi.CtrTimeouts} {
+		if n := counter(pp.a, c); n != 0 {
+			t.Fatalf("requester %v = %d after a slow reply whose ACK came alone, want 0", c, n)
+		}
+	}
+	if n := counter(pp.b, uapi.CtrDuplicates); n != 0 {
+		t.Fatalf("replier saw %d duplicates, want 0", n)
+	}
+	if got := counter(pp.a, uapi.CtrRxPush); got != 17 {
+		t.Fatalf("requester received %d replies, want 17", got)
+	}
+}
