@@ -24,8 +24,9 @@
 #
 # A result is "pass" when every process exited 0 (and a client printed no
 # failed call). DIR/log/NAME.{server,client,out} keep each run's output.
-# ONLY="fi_rdm fi_bw" runs only those; TIMEOUT and PORT (the first
-# port is PORT+1, default 47801) may be set.
+# ONLY="fi_rdm fi_bw" runs only those; ARGS="-c fd" adds arguments to
+# every functional program's command; TIMEOUT and PORT (the first port
+# is PORT+1, default 47801) may be set.
 set -u
 if [ $# -ne 2 ]; then
 	echo "usage: $0 SRC DIR" >&2
@@ -43,6 +44,7 @@ mkdir -p "$dir/inc" "$dir/obj" "$dir/bin" "$dir/log" || exit 1
 dir=$(cd "$dir" && pwd)
 src=$(cd "$src" && pwd)
 timeout=${TIMEOUT:-20}
+args=${ARGS:-}
 port=${PORT:-47800}
 
 # The provider, as docs/ofi.md builds it.
@@ -136,7 +138,7 @@ for c in "$src"/functional/*.c "$src"/unit/*.c; do
 		if grep -q -E 'ADDR_OPTS|CS_OPTS' "$c"; then
 			port=$((port + 1))
 			ts=$(date +%s)
-			timeout "$timeout" "$bin" -p dimmnet -e rdm -E="$port" >"$log.server" 2>&1 &
+			timeout "$timeout" "$bin" -p dimmnet -e rdm -E="$port" $args >"$log.server" 2>&1 &
 			spid=$!
 			# the client connects once: wait until the server listens
 			# (a loaded machine takes seconds to start it) or has gone
@@ -149,7 +151,7 @@ for c in "$src"/functional/*.c "$src"/unit/*.c; do
 			# fi_rdm_stress's client needs a job file; its server runs until killed
 			cargs=""
 			[ "$name" = fi_rdm_stress ] && cargs="-u $src/test_configs/rdm_stress/stress.json"
-			timeout "$timeout" "$bin" -p dimmnet -e rdm -E="$port" $cargs 127.0.0.1 >"$log.client" 2>&1
+			timeout "$timeout" "$bin" -p dimmnet -e rdm -E="$port" $args $cargs 127.0.0.1 >"$log.client" 2>&1
 			crc=$?
 			te=$(date +%s)
 			wait $spid
@@ -180,7 +182,7 @@ for c in "$src"/functional/*.c "$src"/unit/*.c; do
 				detail="$detail; client exited 0 after: $(grep -m1 -E "$failedcall" "$log.client" | sed "s|$src/||g" | cut -c1-160)"
 			fi
 		else
-			timeout "$timeout" "$bin" -p dimmnet -e rdm >"$log.out" 2>&1
+			timeout "$timeout" "$bin" -p dimmnet -e rdm $args >"$log.out" 2>&1
 			rc=$?
 			detail="rc=$rc"
 			[ $rc -ne 124 ] || detail="$detail; timed out at ${timeout}s"
