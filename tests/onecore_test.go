@@ -20,6 +20,7 @@ import (
 const (
 	oneCoreTrips    = 3000
 	oneCoreDeadline = 90 * time.Second // hang guard of each pinned child
+	oneCoreStall    = 30 * time.Second // a pinned child without a round trip for this long ends with an error
 )
 
 var pinned = []string{"taskset", "-c", "0"}
@@ -35,7 +36,7 @@ func needTaskset(t *testing.T) {
 // pinned to CPU 0, doing oneCoreTrips verified 8-byte round trips.
 func runPinnedPair(t *testing.T, kind string, where func(int) string, base int, extra func() string) time.Duration {
 	t.Helper()
-	ping, pong := soakPairArgs(kind, where, base, 0, oneCoreTrips, oneCoreDeadline)
+	ping, pong := soakPairArgs(kind, where, base, 0, oneCoreTrips, oneCoreStall)
 	procs := []*soakProc{
 		startSoakProc(t, fmt.Sprintf("node %d (ping, CPU 0)", base), pinned, ping...),
 		startSoakProc(t, fmt.Sprintf("node %d (pong, CPU 0)", base+1), pinned, pong...),
