@@ -307,8 +307,9 @@ func TestThreadSafeBlockingRead(t *testing.T) {
 	}
 }
 
-// TestFaultsAndLeaks runs testdata/faults.c against the provider: a send
-// to an address never inserted, a junk address, a peek that finds
+// TestFaultsAndLeaks runs testdata/faults.c against the provider: hints
+// asking a message order or domain capability it lacks get no match, a
+// send to an address never inserted, a junk address, a peek that finds
 // nothing, a truncated receive, a cancel, a receive on an endpoint that
 // is closed, a send to a peer that died and a new peer after it, each
 // with the error entry it must name; then 1,000 endpoint opens and

@@ -58,7 +58,7 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
 	if (hints && hints->tx_attr && hints->tx_attr->op_flags)
 		fi->tx_attr->op_flags = hints->tx_attr->op_flags; /* e.g. FI_COMPLETION under selective completion */
-	fi->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW;
+	fi->tx_attr->msg_order = DN_MSG_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->tx_attr->inject_size = DN_INJECT;
 	fi->tx_attr->size = 1024;
@@ -118,7 +118,7 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->domain_attr->max_ep_srx_ctx = 0;
 	fi->domain_attr->cntr_cnt = 256;
 	fi->domain_attr->mr_iov_limit = 1;
-	fi->domain_attr->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+	fi->domain_attr->caps = DN_DOMAIN_CAPS;
 	fi->domain_attr->mode = 0;
 	fi->domain_attr->mr_cnt = 65536;
 
@@ -158,6 +158,14 @@ static int dn_hints_ok(const struct fi_info *h)
 			return 0;
 	}
 	if (h->tx_attr && h->tx_attr->inject_size > DN_INJECT)
+		return 0;
+	/* an order or domain capability the provider lacks is no match, not
+	 * an fi_info without it (fabtests' getinfo_test checks both) */
+	if (h->tx_attr && (h->tx_attr->msg_order & ~DN_MSG_ORDER))
+		return 0;
+	if (h->rx_attr && (h->rx_attr->msg_order & ~DN_MSG_ORDER))
+		return 0;
+	if (h->domain_attr && (h->domain_attr->caps & ~DN_DOMAIN_CAPS))
 		return 0;
 	if (h->fabric_attr && h->fabric_attr->name && strcmp(h->fabric_attr->name, dn_fabric_name))
 		return 0;

@@ -22,6 +22,13 @@
 		 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | \
 		 FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
 
+/* The message orders an endpoint keeps (tx and rx alike); a caller
+ * asking for another gets no match, as libfabric's own providers answer. */
+#define DN_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | \
+		      FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW)
+/* The domain's capabilities: no FI_SHARED_AV. */
+#define DN_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+
 /* The fixed length of an endpoint address (see addr.go). */
 #define DN_ADDRLEN 16
 /* The largest fi_inject: copied into link memory at once. */

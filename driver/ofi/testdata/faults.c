@@ -90,6 +90,35 @@ int main(int argc, char **argv)
 	hints->fabric_attr->prov_name = strdup("dimmnet");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 
+	/* an order or a domain capability the provider lacks: no match (an
+	 * fi_info without it would be taken as a promise); one it has: kept */
+	{
+		struct fi_info *h = fi_dupinfo(hints), *got = NULL;
+		h->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_DATA;
+		int r = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &got);
+		if (r != -FI_ENODATA)
+			FAIL("getinfo tx msg_order FI_ORDER_DATA: %d, want -FI_ENODATA", r);
+		h->tx_attr->msg_order = 0;
+		h->rx_attr->msg_order = FI_ORDER_RAS;
+		r = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &got);
+		if (r != -FI_ENODATA)
+			FAIL("getinfo rx msg_order FI_ORDER_RAS: %d, want -FI_ENODATA", r);
+		h->rx_attr->msg_order = 0;
+		h->domain_attr->caps = FI_SHARED_AV;
+		r = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &got);
+		if (r != -FI_ENODATA)
+			FAIL("getinfo domain caps FI_SHARED_AV: %d, want -FI_ENODATA", r);
+		h->domain_attr->caps = FI_LOCAL_COMM;
+		h->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAW;
+		h->rx_attr->msg_order = FI_ORDER_SAS;
+		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &got));
+		if ((got->tx_attr->msg_order & (FI_ORDER_SAS | FI_ORDER_RAW)) != (FI_ORDER_SAS | FI_ORDER_RAW) ||
+		    !(got->rx_attr->msg_order & FI_ORDER_SAS) || !(got->domain_attr->caps & FI_LOCAL_COMM))
+			FAIL("getinfo: asked orders or domain caps missing from the answer");
+		fi_freeinfo(got);
+		fi_freeinfo(h);
+	}
+
 	struct side a = {0}, b = {0};
 	open_side(&a);
 	open_side(&b);
