@@ -52,9 +52,17 @@ func (p *parkPort) Park(sleeping bool) { p.parked.Store(sleeping) }
 // engine sleeps and no driver's thread runs the device: a driving thread
 // polls the port itself, and each signal would cost a sender a system
 // call. A driver that leaves a sleeping engine parks the port for it.
+//
+// The port says whether a frame waits (parkPeekPort): over one that
+// cannot, the engine never sleeps, and the first wait below passed only
+// when its 1 ms looks happened to fall in an idle pass's moment between
+// parking and finding it could not sleep (it failed 2 runs in 12).
 func TestDrivenDevicePortNotParked(t *testing.T) {
-	var port *parkPort
-	d, _ := engineOnHub(t, func(p link.Port) link.Port { port = &parkPort{Port: p}; return port })
+	var port *parkPeekPort
+	d, _ := engineOnHub(t, func(p link.Port) link.Port {
+		port = &parkPeekPort{parkPort: parkPort{Port: p}, peek: p.(link.Peeker)}
+		return port
+	})
 	asleep := func() bool { return d.r.Load64(uapi.RegDevSleep) != 0 }
 
 	waitUntil(t, "an idle engine asleep with its port parked", func() bool { return asleep() && port.parked.Load() })
