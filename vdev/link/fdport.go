@@ -143,9 +143,13 @@ type fdPort struct {
 	// the frame it waits for (waitSlot)
 	blockRecv bool
 	// selfWake: the port can end its own blocking recvfrom with an empty
-	// datagram to its own address (UDP): WaitFrame's deadlines use it
-	selfWake bool
-	waker    *wakeTimer // made by the first wait to a deadline
+	// datagram to its own address (UDP): WaitFrame's deadlines use it.
+	// Atomic: WaitFrame runs outside the device's pass that reads it.
+	selfWake atomic.Bool
+	// self is the socket's own address (UDP, set at creation): where the
+	// wake timer's datagram goes and the only source it is taken from
+	self  unix.Sockaddr
+	waker *wakeTimer // made by the first wait to a deadline
 
 	dropped atomic.Uint64
 	// screen, when set, judges each received frame by its source address
@@ -286,7 +290,7 @@ func (p *fdPort) Recv() []byte {
 // (b released) for one the port drops: truncated, a runt, for another
 // station, or refused by the screen (which counts it).
 func (p *fdPort) accept(b []byte, n int, trunc bool, from *unix.RawSockaddrAny) []byte {
-	if n == 0 && p.selfWake {
+	if n == 0 && p.selfWake.Load() && p.fromSelf(from) {
 		p.Release(b) // a wake timer's datagram that came after its wait ended
 		return nil
 	}
@@ -459,10 +463,12 @@ func (p *fdPort) WaitFrame(timeoutNs int64) bool {
 			if arrived, ok := p.waitRecv(timeoutNs); ok {
 				return arrived
 			}
-		case timeoutNs >= 1000 && p.selfWake && p.armWake(max(timeoutNs, wakeMinNs)):
+		case timeoutNs >= 1000 && p.selfWake.Load() && p.armWake(max(timeoutNs, wakeMinNs)):
 			// A deadline: the blocking recvfrom keeps its slice, and the
-			// wake timer ends it (at wakeMinNs at the earliest).
-			arrived, ok := p.waitRecv(max(p.slot.timeout, preciseNs))
+			// wake timer ends it (at wakeMinNs at the earliest). Should
+			// the wake not land (its send found the socket's buffer
+			// full), the slice, at most wakeFallbackNs, still does.
+			arrived, ok := p.waitRecv(min(max(p.slot.timeout, preciseNs), wakeFallbackNs))
 			p.slot.deadline.Store(false)
 			if ok {
 				return arrived
@@ -502,7 +508,10 @@ func (p *fdPort) waitRecv(timeoutNs int64) (arrived, ok bool) {
 		uintptr(unsafe.Pointer(&w.name)), uintptr(unsafe.Pointer(&w.nameLen)))
 	switch {
 	case errno == 0 && got == 0:
-		return false, true // the wake timer's empty datagram: the deadline came
+		if !p.fromSelf(&w.name) {
+			p.dropped.Add(1) // anyone else's empty datagram: a runt
+		}
+		return false, true // the wake timer's empty datagram: the deadline came (or a runt's: the caller waits again)
 	case errno == 0:
 		w.n = int(min(got, uintptr(p.mtu)+1)) // longer than the MTU: truncated
 		w.ready.Store(true)
@@ -669,15 +678,39 @@ func sendErr(errno unix.Errno) error {
 type wakeTimer struct {
 	fd   int
 	f    *os.File
-	self unix.Sockaddr
 	spec unix.ItimerSpec
+}
+
+// wakeFallbackNs bounds a deadline wait whose wake never lands.
+const wakeFallbackNs = 4 * preciseNs
+
+// fromSelf reports whether a datagram's source is the port's own socket:
+// the wake timer's. A port bound to every address gets it from loopback.
+func (p *fdPort) fromSelf(from *unix.RawSockaddrAny) bool {
+	switch s := p.self.(type) {
+	case *unix.SockaddrInet4:
+		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(from))
+		return a.Family == unix.AF_INET && ntohs(a.Port) == s.Port &&
+			(a.Addr == s.Addr || a.Addr == [4]byte{127, 0, 0, 1})
+	case *unix.SockaddrInet6:
+		a := (*unix.RawSockaddrInet6)(unsafe.Pointer(from))
+		return a.Family == unix.AF_INET6 && ntohs(a.Port) == s.Port &&
+			(a.Addr == s.Addr || a.Addr == [16]byte{15: 1})
+	}
+	return false
+}
+
+// ntohs reads a port as a raw socket address stores it (network order).
+func ntohs(v uint16) int {
+	b := (*[2]byte)(unsafe.Pointer(&v))
+	return int(b[0])<<8 | int(b[1])
 }
 
 // armWake arms the wake timer to fire in ns (making it on first use); false
 // when the port cannot have one.
 func (p *fdPort) armWake(ns int64) bool {
 	if p.waker == nil && !p.startWaker() {
-		p.selfWake = false // ppoll from now on
+		p.selfWake.Store(false) // ppoll from now on
 		return false
 	}
 	w := p.waker
@@ -691,8 +724,7 @@ func (p *fdPort) armWake(ns int64) bool {
 
 // startWaker makes the wake timer and its goroutine.
 func (p *fdPort) startWaker() bool {
-	self, err := unix.Getsockname(p.fd)
-	if err != nil {
+	if p.self == nil {
 		return false
 	}
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
@@ -705,7 +737,7 @@ func (p *fdPort) startWaker() bool {
 		f.Close()
 		return false
 	}
-	p.waker = &wakeTimer{fd: fd, f: f, self: self}
+	p.waker = &wakeTimer{fd: fd, f: f}
 	p.wg.Add(1)
 	go p.wake(rc)
 	return true
@@ -725,7 +757,7 @@ func (p *fdPort) wake(rc syscall.RawConn) {
 			return
 		}
 		if p.slot.deadline.Load() && p.acquire() {
-			_ = unix.Sendto(p.fd, nil, unix.MSG_DONTWAIT, p.waker.self)
+			_ = unix.Sendto(p.fd, nil, unix.MSG_DONTWAIT, p.self)
 			p.release()
 		}
 	}

@@ -796,6 +796,34 @@ func TestUDPWaitFrameScreens(t *testing.T) {
 	}
 }
 
+// An empty datagram from anyone but the port itself is a runt, counted
+// dropped: it is not taken for the wake timer's, whether a deadline wait
+// or a pass's receive finds it.
+func TestUDPStrangersEmptyDatagramDropped(t *testing.T) {
+	_, b, bAddr := udpPairAt(t, 1500)
+	c, err := net.Dial("udp", bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := link.FrameWaiterOf(b)
+	for i := range 2 {
+		if _, err := c.Write(nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // at the socket before the look
+		if i == 0 {
+			w.WaitFrame(int64(50 * time.Microsecond)) // a deadline wait takes it
+		}
+		if f := b.Recv(); f != nil {
+			t.Fatalf("datagram %d: an empty datagram was handed out: %x", i, f)
+		}
+		if n := b.(link.DropCounter).Dropped(); n != uint64(i+1) {
+			t.Fatalf("after empty datagram %d: dropped %d, want %d", i, n, i+1)
+		}
+	}
+}
+
 // A wait bounded under preciseNs (a retransmission deadline) on a UDP
 // port is ended by the port's wake timer with an empty datagram to
 // itself: the wait reports no frame, the empty datagram is never handed

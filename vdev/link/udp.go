@@ -195,7 +195,10 @@ func ListenUDP(local string, mac net.HardwareAddr, peers map[string]string, mtu 
 	setSockBufs(fd)
 	p.mtu, p.mac, p.kind, p.fd, p.rc, p.conn = mtu, append(net.HardwareAddr(nil), mac...), kindSocket, fd, rc, c
 	p.screen = p.fromPeer
-	p.selfWake = true
+	if self, err := unix.Getsockname(fd); err == nil {
+		p.self = self
+		p.selfWake.Store(true)
+	}
 	p.init()
 	return p, nil
 }

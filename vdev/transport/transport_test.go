@@ -750,6 +750,35 @@ func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
 	}
 }
 
+// A packet resent twice whose ACK comes just after the second resend may
+// answer the first resend, not the original: Karn's rule holds (no
+// sample, nothing counted spurious), or the round trip would be learned
+// a whole PTO too long.
+func TestTwiceResentPacketNotSampled(t *testing.T) {
+	tx, _ := newTx(64)
+	now := int64(1_000_000)
+	for range 16 {
+		exchange(tx, now, 20_000)
+		now += 100_000
+	}
+	srtt := tx.SRTT()
+	sendN(tx, 1, now)
+	pto := tx.PTO()
+	if e := tx.Expire(now+pto, 1); e != Probed {
+		t.Fatalf("Expire at PTO: %v, want Probed", e)
+	}
+	resent(tx, now+pto)
+	again := now + pto + tx.RTO() // the probe's timer runs out too
+	tx.Expire(again, 2)
+	if e := tx.Expire(again, 2+GracePasses); e != TimedOut || len(resent(tx, again)) != 1 {
+		t.Fatalf("Expire at the probe's RTO after the grace: %v, want TimedOut and one resend", e)
+	}
+	tx.Ack(tx.Next()-1, again+2_000)
+	if tx.Spurious() != 0 || tx.SRTT() != srtt {
+		t.Fatalf("spurious %d, srtt %d -> %d: want 0 and unchanged", tx.Spurious(), srtt, tx.SRTT())
+	}
+}
+
 // Book.Soonest is never later than an armed deadline, follows Settle, and
 // goes to 0 with the last timer; LostTwiceSince follows timer-driven
 // resends.

@@ -136,6 +136,7 @@ type pkt struct {
 	alone      bool   // nothing else was in flight when it first left
 	resentNext uint32 // next new sequence number when it was last resent
 	resent     bool   // sent more than once: its ACK says nothing of the round trip
+	again      bool   // resent more than once: an early ACK may answer any earlier send
 	untimed    bool   // left without a clock read (SentUntimed): no round-trip sample
 	sacked     bool   // the receiver placed it (selective acknowledgement)
 	lost       Cause  // marked for resending (0: not)
@@ -375,11 +376,12 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	// cumulative and may wait a pass), so under a stream the timer learns
 	// what a burst really takes. Karn: first transmissions only.
 	//
-	// A resent packet's ACK that comes sooner after the resend than half
-	// the fastest round trip seen answers the first transmission (Eifel's test, RFC
-	// 3522, by the clock instead of a timestamp): the resend was
-	// spurious, and the time since the first transmission is a true
-	// sample. Karn's rule would drop it, and with it every round trip
+	// A packet resent once whose ACK comes sooner after the resend than
+	// half the fastest round trip seen answers the first transmission
+	// (Eifel's test, RFC 3522, by the clock instead of a timestamp): the
+	// resend was spurious, and the time since the first transmission is
+	// a true sample. After a second resend such an ACK may answer the
+	// first resend, so Karn's rule holds. Karn's rule would drop it, and with it every round trip
 	// long enough to have made a timer fire: the estimators would never
 	// learn the tail that makes the spurious resends.
 	//
@@ -388,7 +390,7 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	switch p := t.pkts[0]; {
 	case !p.resent && !p.untimed:
 		t.sample(now-p.sentAt, p.alone && len(t.pkts) == 1)
-	case p.resent && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
+	case p.resent && !p.again && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
 		t.sample(now-p.firstAt, p.alone && len(t.pkts) == 1)
 		t.spurious++
 	}
@@ -686,7 +688,7 @@ func (t *Tx) Resend(now int64, send func(seq uint32) error) (n [CauseProbe + 1]i
 		}
 		n[p.lost]++
 		t.unlose(p)
-		p.sentAt, p.resent, p.resentNext, p.untimed = now, true, t.next, false
+		p.sentAt, p.again, p.resent, p.resentNext, p.untimed = now, p.resent, true, t.next, false
 		if t.lost == 0 {
 			break
 		}
