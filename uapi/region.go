@@ -109,13 +109,19 @@ func (r Region) ReadDesc(off uint64) Desc { return DescFromWords(r.ReadWords8(of
 // it for free-running index idx: words 0-6 with plain stores, then SEQ =
 // idx+1 with an atomic store, which the device polls.
 func (r Region) WriteDesc(off uint64, d *Desc, idx uint64) {
+	atomic.StoreUint64(r.descBody(off, d), idx+1)
+}
+
+// descBody stores words 0-6 of d into the command slot at off with plain
+// stores and returns its SEQ word, for the caller to publish.
+func (r Region) descBody(off uint64, d *Desc) *uint64 {
 	_ = r[off+63]
 	p := (*[8]uint64)(unsafe.Pointer(&r[off]))
 	w := d.Words()
 	for i := 0; i < DescSeqOff/8; i++ {
 		p[i] = w[i]
 	}
-	atomic.StoreUint64(&p[DescSeqOff/8], idx+1)
+	return &p[DescSeqOff/8]
 }
 
 // WriteDescOwn is WriteDesc publishing SEQ with a release store
@@ -125,13 +131,7 @@ func (r Region) WriteDesc(off uint64, d *Desc, idx uint64) {
 // another thread holds the device, runs a locked instruction before it
 // looks at DEV_SLEEP).
 func (r Region) WriteDescOwn(off uint64, d *Desc, idx uint64) {
-	_ = r[off+63]
-	p := (*[8]uint64)(unsafe.Pointer(&r[off]))
-	w := d.Words()
-	for i := 0; i < DescSeqOff/8; i++ {
-		p[i] = w[i]
-	}
-	storeOwn64(&p[DescSeqOff/8], idx+1)
+	storeOwn64(r.descBody(off, d), idx+1)
 }
 
 // ReadStatus loads the status entry in the slot at off.

@@ -702,18 +702,25 @@ func TestLateRepliesAreNotProbed(t *testing.T) {
 	}
 }
 
-// A resend whose ACK comes sooner than half the fastest round trip seen
-// answers the first transmission: it is counted spurious, and the first
-// transmission's round trip is learned, so the same late answer next time
-// finds no probe due. A resend answered after a full round trip (a real
-// loss) is neither counted nor sampled (Karn).
-func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
+// learnedTx is a Tx that has timed 16 request-reply round trips of 20 µs,
+// 100 µs apart, and the time after them.
+func learnedTx() (*Tx, int64) {
 	tx, _ := newTx(64)
 	now := int64(1_000_000)
 	for range 16 {
 		exchange(tx, now, 20_000)
 		now += 100_000
 	}
+	return tx, now
+}
+
+// A resend whose ACK comes sooner than half the fastest round trip seen
+// answers the first transmission: it is counted spurious, and the first
+// transmission's round trip is learned, so the same late answer next time
+// finds no probe due. A resend answered after a full round trip (a real
+// loss) is neither counted nor sampled (Karn).
+func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
+	tx, now := learnedTx()
 	sendN(tx, 1, now)
 	pto := tx.PTO()
 	if e := tx.Expire(now+pto, 1); e != Probed {
@@ -733,12 +740,7 @@ func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
 	}
 
 	// A real loss: the probe's own answer, a full round trip later.
-	lossy, _ := newTx(64)
-	now = 1_000_000
-	for range 16 {
-		exchange(lossy, now, 20_000)
-		now += 100_000
-	}
+	lossy, now := learnedTx()
 	srtt := lossy.SRTT()
 	sendN(lossy, 1, now)
 	pto = lossy.PTO()
@@ -755,12 +757,7 @@ func TestSpuriousProbeFoundByAckTiming(t *testing.T) {
 // sample, nothing counted spurious), or the round trip would be learned
 // a whole PTO too long.
 func TestTwiceResentPacketNotSampled(t *testing.T) {
-	tx, _ := newTx(64)
-	now := int64(1_000_000)
-	for range 16 {
-		exchange(tx, now, 20_000)
-		now += 100_000
-	}
+	tx, now := learnedTx()
 	srtt := tx.SRTT()
 	sendN(tx, 1, now)
 	pto := tx.PTO()
