@@ -117,7 +117,6 @@ type Device struct {
 	linkRxDropped, linkTxErrors func() uint64
 	peerSet                     link.PeerSet           // the port vouches for its senders; nil: strangers are bounded here
 	screener                    link.Screener          // the port refuses senders itself and counts them
-	screened                    link.ScreenCounts      // the device's own refusals of senders, added to the port's
 	strangers                   int                    // peers made for senders no PeerSet vouched for
 	chk                         *checker               // Config.Check; nil: unchecked
 	tracer                      atomic.Pointer[tracer] // live trace watchers (Watch); nil: none
@@ -125,6 +124,11 @@ type Device struct {
 	crc                         bool
 	maxPayload                  uint32
 	parser                      *wire.Parser
+
+	// the device's own refusals of senders (RX_SPOOFED, RX_UNKNOWN_PEER),
+	// added to the port's: counted in passes, read by the engine's
+	// heartbeat, which holds no pass
+	screenSpoofed, screenUnknown atomic.Uint64
 
 	amtat    []uint32 // AMT Address Table: GPID -> AMTATValid|index, inside the device
 	amtatSeq uint64   // last AMTAT_CTRL value executed
@@ -348,7 +352,7 @@ func (d *Device) mirrorLink() {
 // mirrorScreen stores the refusals of senders, the port's and the
 // device's own, into their counters.
 func (d *Device) mirrorScreen() {
-	c := d.screened
+	c := link.ScreenCounts{UnknownPeer: d.screenUnknown.Load(), Spoofed: d.screenSpoofed.Load()}
 	if d.screener != nil {
 		c = c.Add(d.screener.Screened())
 	}

@@ -101,7 +101,7 @@ const strangerIdle = 10_000_000_000
 // and keep nothing.
 func (d *Device) admit(node uint16, src []byte) (*peer, bool) {
 	if n, ok := wire.MACNode(src); !ok || n != node {
-		d.screened.Spoofed++
+		d.screenSpoofed.Add(1)
 		d.mirrorScreen()
 		return nil, false
 	}
@@ -113,14 +113,14 @@ func (d *Device) admit(node uint16, src []byte) (*peer, bool) {
 	}
 	if d.peerSet != nil {
 		if !d.peerSet.KnowsPeer([6]byte(src)) {
-			d.screened.UnknownPeer++
+			d.screenUnknown.Add(1)
 			d.mirrorScreen()
 			return nil, false
 		}
 		return d.peerOf(node), true
 	}
 	if d.strangers >= maxStrangers && !d.evictStranger() {
-		d.screened.UnknownPeer++
+		d.screenUnknown.Add(1)
 		d.mirrorScreen()
 		return nil, false
 	}
