@@ -51,7 +51,7 @@ func (cp *checkedPair) run() {
 	for range 4 {
 		for _, d := range []*Device{cp.a, cp.b} {
 			var t int64
-			d.step(&t)
+			stepHeld(d, &t)
 		}
 	}
 }
@@ -140,7 +140,7 @@ func TestCheckedDeviceNamesEachViolationOnce(t *testing.T) {
 		d := cp.a
 		post(d, 0, uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, Length: 64, Cookie: 7})
 		var t0 int64
-		d.step(&t0)                            // taken and sent, not acknowledged
+		stepHeld(d, &t0)                       // taken and sent, not acknowledged
 		d.r.Store64At(d.cmdSlot(0)+8*3, 0xbad) // a body word changes; SEQ stays
 		cp.run()                               // acknowledged: it completes
 		if d.statTail == 0 {
@@ -201,7 +201,7 @@ func TestCheckedDeviceNamesEachViolationOnce(t *testing.T) {
 		d.checkSleep(false)
 		post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
 		d.checkSleep(true)
-		d.count(uapi.CtrDoorbells, 1)
+		d.countShared(uapi.CtrDoorbells, 1)
 		d.checkSleep(false)
 		cp.now += doorbellGrace + 1
 		post(d, 1, uapi.Desc{Opcode: uapi.OpNOP})
@@ -239,7 +239,7 @@ func TestCheckedDeviceNamesEachViolationOnce(t *testing.T) {
 		d.checkSleep(true)
 		cp.run()
 		post(d, 3, uapi.Desc{Opcode: uapi.OpNOP})
-		d.count(uapi.CtrDoorbells, 1)
+		d.countShared(uapi.CtrDoorbells, 1)
 		cp.now += doorbellGrace + 1
 		cp.run()
 		if n := violations(d); n != 1 {
@@ -323,11 +323,11 @@ func TestCheckedDeviceAllowsNextLapRewrite(t *testing.T) {
 	d := cp.a
 	post(d, 0, uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, Length: 64, Cookie: 7})
 	var t0 int64
-	d.step(&t0) // taken and sent, not acknowledged
+	stepHeld(d, &t0) // taken and sent, not acknowledged
 	for i := uint64(1); i < 4; i++ {
 		post(d, i, uapi.Desc{Opcode: uapi.OpNOP, Flags: uapi.FlagSignal})
 	}
-	d.step(&t0)
+	stepHeld(d, &t0)
 	if d.cmdHead != 4 {
 		t.Fatalf("head %d, want 4", d.cmdHead)
 	}
@@ -363,7 +363,7 @@ func TestCheckedDeviceNamesSkippedIndex(t *testing.T) {
 	d.checkSleep(false)
 	cp.now += skipGrace / 2
 	post(d, 0, uapi.Desc{Opcode: uapi.OpNOP})
-	d.count(uapi.CtrDoorbells, 1) // it rings, as it must for a sleeping device
+	d.countShared(uapi.CtrDoorbells, 1) // it rings, as it must for a sleeping device
 	d.checkSleep(true)
 	cp.run()
 	if d.cmdHead != 2 || violations(d) != 0 {

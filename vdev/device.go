@@ -501,15 +501,6 @@ func (d *Device) closePort() error {
 	return d.portErr
 }
 
-// count adds n to counter c from a pass (the holder of running, or a test
-// stepping the device on one goroutine): the passes are the counter's one
-// writer, so it is a load and a release store, not a locked add
-// (uapi.Region.AddOwn64), which on a sender's hot path would wait for the
-// line of the frame it just stored. A counter counted outside the passes
-// is countShared's, and never count's too: their adds would lose each
-// other's.
-func (d *Device) count(c uapi.Counter, n uint64) { d.r.AddOwn64(c.Off(), n) }
-
 // countShared adds n to a counter counted outside the device's passes (the
 // doorbells, the engine's sleeps, the checker's violations): a locked add.
 func (d *Device) countShared(c uapi.Counter, n uint64) { d.r.Add64(c.Off(), n) }

@@ -42,6 +42,7 @@ func FuzzRxFrame(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		d, _ := fuzzDevice(t)
+		holdForTest(t, d)
 		before := make([]byte, 0)
 		before = append(before, d.r[:d.g.LinkMemOff]...)
 		fr := append(d.port.Buffer(), frame...)
@@ -77,7 +78,7 @@ func FuzzCommand(f *testing.F) {
 		d.r.Store64(uapi.RegCmdqTail, 1)
 		var now int64
 		for i := 0; i < 8; i++ {
-			d.step(&now)
+			stepHeld(d, &now)
 			for f := peer.Recv(); f != nil; f = peer.Recv() {
 				peer.Release(f)
 			}

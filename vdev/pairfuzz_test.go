@@ -729,7 +729,7 @@ func (r *pfRig) invariants(n int) {
 // virtual time, then checks.
 func (r *pfRig) step(n int) bool {
 	now := r.now
-	busy := r.dev[n].step(&now)
+	busy := stepHeld(r.dev[n], &now)
 	r.now += 1e3
 	r.scan(n)
 	r.track(n)

@@ -29,6 +29,7 @@ func TestStrangersAreBoundedAndForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
+	holdForTest(t, d)
 	now := int64(1 << 40)
 	d.clock = func() int64 { return now }
 	hub := link.NewHub(2048, 1024)

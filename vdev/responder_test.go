@@ -62,7 +62,7 @@ func (r *ackRig) push(d *Device, n uint32, cookie uint64) {
 
 func (r *ackRig) step(d *Device) {
 	var now int64
-	d.step(&now)
+	stepHeld(d, &now)
 }
 
 func (r *ackRig) queuedAtA() int { return r.pa.(interface{ Queued() int }).Queued() }
