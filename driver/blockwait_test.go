@@ -7,10 +7,8 @@ import (
 
 	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
-	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
 	"github.com/dimmnet/dimmnet/vdev/link/impair"
-	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // A driver that runs its device over UDP blocks on the port's socket
@@ -20,31 +18,14 @@ import (
 // blocked waits' timer passes can start (each side's engine stands down
 // while its driver waits).
 func TestBlockedWaitRetransmits(t *testing.T) {
-	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}
-	var drv []*driver.Driver
-	for i, n := range []uint16{1, 2} {
-		peer := uint16(3 - n)
-		l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{n}, func(d *vdev.Device) (link.Port, error) {
-			p, err := link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
-			if err != nil {
-				return nil, err
-			}
-			return impair.Wrap(p, impair.Config{Loss: 0.2, Seed: int64(n)}), nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		if !l.Devices[0].BlocksOnPort() {
+	drv, devs := udpDriversWrapped(t, func(n uint16, p link.Port) link.Port {
+		return impair.Wrap(p, impair.Config{Loss: 0.2, Seed: int64(n)})
+	})
+	for i, d := range drv {
+		if !devs[i].BlocksOnPort() {
 			t.Fatal("a device on an impaired UDP port cannot block on it: the wrapper hides the socket")
 		}
-		d, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
 		d.SetWindow(0, 4096)
-		drv = append(drv, d)
 	}
 	const exchanges = 60
 	// waitPush returns the next arrival's 8 bytes, skipping completions.

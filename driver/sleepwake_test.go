@@ -68,12 +68,23 @@ func TestSleepingDriverWokenByFrame(t *testing.T) {
 // on each.
 func udpDrivers(t *testing.T) (a, b *driver.Driver) {
 	t.Helper()
+	drv, _ := udpDriversWrapped(t, nil)
+	return drv[0], drv[1]
+}
+
+// udpDriversWrapped is udpDrivers with each node's UDP port wrapped by
+// wrap (nil: as it is), also returning the devices.
+func udpDriversWrapped(t *testing.T, wrap func(n uint16, p link.Port) link.Port) (drv [2]*driver.Driver, devs [2]*vdev.Device) {
+	t.Helper()
 	addrs := []string{freeUDPAddr(t), freeUDPAddr(t)}
-	var drv []*driver.Driver
 	for i, n := range []uint16{1, 2} {
 		peer := uint16(3 - n)
 		l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{n}, func(d *vdev.Device) (link.Port, error) {
-			return link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
+			p, err := link.ListenUDP(addrs[i], d.MAC(), map[string]string{wire.NodeMAC(peer).String(): addrs[1-i]}, 9000)
+			if err != nil || wrap == nil {
+				return p, err
+			}
+			return wrap(n, p), nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -84,9 +95,9 @@ func udpDrivers(t *testing.T) (a, b *driver.Driver) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
-		drv = append(drv, d)
+		drv[i], devs[i] = d, l.Devices[0]
 	}
-	return drv[0], drv[1]
+	return drv, devs
 }
 
 func freeUDPAddr(t *testing.T) string {
