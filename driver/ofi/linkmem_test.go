@@ -16,16 +16,11 @@ func (p *pair) takeBoth(tb testing.TB, i int) cqEntry {
 	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a timing
 	for time.Now().Before(deadline) {
-		var got cqEntry
 		mu.Lock()
 		p.e[1-i].progress()
-		n, err := p.q[i].read(1, -1, func(_ int, e *cqEntry) { got = *e })
 		mu.Unlock()
-		if n == 1 {
+		if got, ok := p.readOne(tb, i); ok {
 			return got
-		}
-		if err != eAgain {
-			tb.Fatalf("endpoint %d: cq read: %d", i, err)
 		}
 	}
 	tb.Fatalf("endpoint %d: no completion within 30 s", i)

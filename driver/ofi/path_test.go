@@ -57,18 +57,24 @@ func openPair(tb testing.TB) *pair {
 // take reads q until one completion comes, as fi_pingpong's loop on
 // fi_cq_read does, and returns it.
 func (p *pair) take(tb testing.TB, i int) cqEntry {
-	var got cqEntry
 	for {
-		mu.Lock()
-		n, err := p.q[i].read(1, -1, func(_ int, e *cqEntry) { got = *e })
-		mu.Unlock()
-		if n == 1 {
+		if got, ok := p.readOne(tb, i); ok {
 			return got
 		}
-		if err != eAgain {
-			tb.Fatalf("endpoint %d: cq read: %d", i, err)
-		}
 	}
+}
+
+// readOne is one non-blocking read of endpoint i's CQ: the completion,
+// if one came. Any error but -FI_EAGAIN fails the test.
+func (p *pair) readOne(tb testing.TB, i int) (cqEntry, bool) {
+	var got cqEntry
+	mu.Lock()
+	n, err := p.q[i].read(1, -1, func(_ int, e *cqEntry) { got = *e })
+	mu.Unlock()
+	if n != 1 && err != eAgain {
+		tb.Fatalf("endpoint %d: cq read: %d", i, err)
+	}
+	return got, n == 1
 }
 
 // injectLoop is fi_pingpong's 8-byte loop on the provider's Go side:
