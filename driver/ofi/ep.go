@@ -548,14 +548,21 @@ func (e *endpoint) ipush(node uint16, at uint64, n int, imm uint64, kind int, op
 		Imm: imm, Cookie: uint64(kind)<<56 | id})
 	if err != nil {
 		e.arena.free(op.stage, op.stageN)
-		if errors.Is(err, driver.ErrQueueFull) {
-			return eAgain
-		}
-		logf("post to node %d: %v", node, err)
-		return -errIO
+		return postErr("post", node, err)
 	}
 	e.ops[id] = op
 	return 0
+}
+
+// postErr is what a call returns when the device refused its command: a
+// full command queue is -FI_EAGAIN (the caller tries again); anything
+// else is logged, naming what was posted, and is -FI_EIO.
+func postErr(what string, node uint16, err error) int {
+	if errors.Is(err, driver.ErrQueueFull) {
+		return eAgain
+	}
+	logf("%s to node %d: %v", what, node, err)
+	return -errIO
 }
 
 func (e *endpoint) txDone(op *txOp) {

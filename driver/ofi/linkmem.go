@@ -458,11 +458,7 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 		e.arena.free(tx.stage, tx.stageN)
 		e.arena.free(tx.body, tx.bodyN)
 		e.freeTx(tx)
-		if errors.Is(err, driver.ErrQueueFull) {
-			return eAgain, true
-		}
-		logf("rma to node %d: %v", p.node, err)
-		return -errIO, true
+		return postErr("rma", p.node, err), true
 	}
 	e.ops[cookie&(1<<56-1)] = tx
 	e.rmaOps[id] = op
@@ -501,11 +497,7 @@ func (e *endpoint) atomicLink(op int, operand, compare uint64, p avEntry, addr, 
 	if err != nil {
 		e.arena.free(at, 8)
 		e.freeTx(tx)
-		if errors.Is(err, driver.ErrQueueFull) {
-			return eAgain, true
-		}
-		logf("atomic to node %d: %v", p.node, err)
-		return -errIO, true
+		return postErr("atomic", p.node, err), true
 	}
 	e.ops[cookie&(1<<56-1)] = tx
 	e.linkBufs.counts.DeviceRMA++
