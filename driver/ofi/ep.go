@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
@@ -163,11 +165,12 @@ type endpoint struct {
 	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
 	linkBufs        lmState              // linkmem.go: the caller's link-memory buffers
 
-	stats    epStats
-	driving  bool          // the caller's thread runs the device (drive)
-	calls    atomic.Uint64 // calls that progressed: release looks whether it moved
-	seen     atomic.Uint64 // calls at release's last look
-	releaser *time.Timer   // hands the device back to its engine (release)
+	stats     epStats
+	driving   bool          // the caller's thread runs the device (drive)
+	calls     atomic.Uint64 // calls that progressed: release looks whether it moved
+	seen      atomic.Uint64 // calls at release's last look
+	releaser  *time.Timer   // hands the device back to its engine (release)
+	lastYield int64         // monotime of the caller's last pass through the scheduler (reschedule)
 
 	// Spent operations kept for the next ones: a message costs no garbage
 	// (a collection's assists and workers stall the caller's thread).
@@ -933,6 +936,7 @@ func (e *endpoint) drive() {
 			// does not fire (a goroutine and a thread woken, taking a
 			// core from the spinning caller or its peer) while they do.
 			e.releaser.Reset(releaseNs)
+			e.reschedule()
 		}
 		return
 	}
@@ -943,6 +947,23 @@ func (e *endpoint) drive() {
 		e.releaser = time.AfterFunc(releaseNs, e.release)
 	} else {
 		e.releaser.Reset(releaseNs)
+	}
+}
+
+// yieldNs is how often a caller that keeps calling passes through the Go
+// scheduler (reschedule): under sysmon's forcePreemptNS (10 ms).
+const yieldNs = 4_000_000
+
+// reschedule passes the caller's goroutine through the scheduler when
+// yieldNs went by since it last did. A C thread calling into Go runs one
+// goroutine that the scheduler never picks again, so every 10 ms sysmon
+// finds its P "running" on one schedule tick, takes it while the thread
+// is in C, and, having taken a P, polls every 20 µs for the next
+// millisecond: wake-ups that preempt a spinning caller or its peer.
+func (e *endpoint) reschedule() {
+	if now := monotime.Now(); now-e.lastYield >= yieldNs {
+		e.lastYield = now
+		runtime.Gosched()
 	}
 }
 
