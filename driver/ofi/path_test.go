@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -205,5 +206,56 @@ func BenchmarkInjectPingPong(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		l.step()
+	}
+}
+
+// TestUnsignalledInjectStagingFreed: injects go out without a DONE
+// (inject.go), so their link-memory stagings are freed by a later
+// signalled inject's DONE or a FENCE's: a long run of injects holds at
+// most one queue's worth, and the fence gives every byte back.
+func TestUnsignalledInjectStagingFreed(t *testing.T) {
+	l := newInjectLoop(t)
+	mu.Lock()
+	before := [2]uint64{l.p.e[0].arena.inUse, l.p.e[1].arena.inUse}
+	mu.Unlock()
+	for range 1000 {
+		l.step()
+	}
+	mu.Lock()
+	for i, e := range l.p.e {
+		if e.inj.held == 0 || e.inj.held > injSignalEvery {
+			t.Errorf("endpoint %d holds %d inject stagings after 1000, want 1-%d", i, e.inj.held, injSignalEvery)
+		}
+		if grew := e.arena.inUse - before[i]; grew != uint64(e.inj.held)*granule {
+			t.Errorf("endpoint %d: arena grew %d bytes for %d held stagings", i, grew, e.inj.held)
+		}
+		e.injectFence()
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		held := l.p.e[0].inj.held + l.p.e[1].inj.held
+		if held > 0 {
+			l.p.e[0].progress()
+			l.p.e[1].progress()
+		}
+		mu.Unlock()
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d inject stagings still held 10 s after the fences", held)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, e := range l.p.e {
+		if e.arena.inUse != before[i] {
+			t.Errorf("endpoint %d: arena holds %d bytes after the fence, %d before the injects", i, e.arena.inUse, before[i])
+		}
+		if e.inj.fence != 0 {
+			t.Errorf("endpoint %d: fence still pending", i)
+		}
 	}
 }
