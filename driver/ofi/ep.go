@@ -415,7 +415,6 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if e.closed || !e.enabled {
 		return eInval
 	}
-	e.takeQueued() // a send to ourselves finds the receives queued before it
 	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
 		return eMsgSize
 	}
@@ -470,7 +469,12 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	op.inject = flags&fInject != 0
 	if p.node == e.node {
 		// to ourselves: the device sends nowhere but out, so the message
-		// is delivered here, as it would arrive
+		// is delivered here, as it would arrive, and finds the receives
+		// queued in C before it. A send elsewhere leaves them to the next
+		// progress, which takes them before any arrival: fi_pingpong
+		// re-posts its receive just before it injects, and taking it
+		// here put its posting on the message's path.
+		e.takeQueued()
 		m := inMsg{node: e.node, tagged: tagged, tag: tag, hasCQ: hflags&hdrData != 0, data: data, n: n, body: src}
 		e.arrive(&m)
 		e.txDone(op)
