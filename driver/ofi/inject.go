@@ -20,12 +20,13 @@ import (
 // peer's queue (injQ), to be freed by a later DONE: the device completes
 // a peer's writes in posting order (vdev's retire: an acknowledgement
 // completes a prefix of the peer's queue), so the DONE of a signalled
-// inject to a peer frees every inject queued to that peer before it. One
-// inject in injSignalEvery (or once the queue holds injSignalBytes) is
-// posted signalled. A failed inject still writes an ERROR status (errors
-// always do), which frees what its DONE would have. A FENCE, whose DONE
-// comes once every command before it completed, frees every queue when
-// the arena runs out (alloc).
+// inject to a peer frees every inject queued to that peer before it.
+// One inject in injSignalEvery (or the one that brings those since the
+// last signalled one to injSignalBytes) is posted signalled. A failed
+// inject still writes an ERROR status (errors always do), which frees
+// what its DONE would have. A FENCE, whose DONE comes once every command
+// before it completed, frees every queue when the arena runs out
+// (alloc).
 //
 // With a transmit counter bound, every inject is signalled as before:
 // the counter counts each one's completion.
@@ -41,10 +42,12 @@ const (
 	injSeqMask = 1<<injSeqBits - 1
 )
 
-// injSignalEvery and injSignalBytes bound what a peer's queue holds
-// before an inject is signalled: at most 64 stagings (a 16-byte header
-// and 8 bytes take one 64-byte granule) or 64 KiB of link memory per
-// peer, kept until a later inject's DONE if the caller stops injecting.
+// injSignalEvery and injSignalBytes bound the unsignalled injects to a
+// peer after a signalled one: every 64th is signalled, or the one that
+// brings them to 64 KiB. So a caller that stops injecting leaves at most
+// 63 stagings (a 16-byte header and 8 bytes take one 64-byte granule) or
+// 64 KiB of link memory held per peer until a later inject's DONE; while
+// DONEs lag (a stream), the injects in flight are held besides.
 const (
 	injSignalEvery = 64
 	injSignalBytes = 64 << 10
@@ -57,6 +60,10 @@ type injQ struct {
 	ents  []injEnt // ents[head:] are held
 	head  int
 	bytes uint64
+	// unsignalled injects, and their bytes, since the last signalled one:
+	// a stream whose DONEs lag asks for one every injSignalEvery, not
+	// for one per inject until the first comes back
+	since, sinceBytes uint64
 }
 
 type injEnt struct{ seq, at, n uint64 }
@@ -94,7 +101,8 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 	q := s.queue(node)
 	seq := (s.seq + 1) & injSeqMask
 	var flags uint8 = uapi.FlagDirectAMT | uapi.FlagPktStatus
-	if len(q.ents)-q.head+1 >= injSignalEvery || q.bytes+uint64(n) >= injSignalBytes {
+	signal := q.since+1 >= injSignalEvery || q.sinceBytes+uint64(n) >= injSignalBytes
+	if signal {
 		flags |= uapi.FlagSignal
 	}
 	_, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: flags,
@@ -105,6 +113,12 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 		return postErr("inject", node, err)
 	}
 	s.seq = seq
+	if signal {
+		q.since, q.sinceBytes = 0, 0
+	} else {
+		q.since++
+		q.sinceBytes += uint64(n)
+	}
 	if q.head > 0 && q.head == len(q.ents) {
 		q.ents, q.head = q.ents[:0], 0
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // pair is two endpoints of this process on the shared-memory link, each
@@ -256,6 +258,54 @@ func TestUnsignalledInjectStagingFreed(t *testing.T) {
 		}
 		if e.inj.fence != 0 {
 			t.Errorf("endpoint %d: fence still pending", i)
+		}
+	}
+}
+
+// TestInjectStreamSignalsOneIn64: a burst of injects asks the device for
+// one DONE in injSignalEvery, however late the DONEs come back, and every
+// message arrives.
+func TestInjectStreamSignalsOneIn64(t *testing.T) {
+	p := openPair(t)
+	const n = 10 * injSignalEvery
+	var msg [8]byte
+	mu.Lock()
+	before := p.e[0].d.Counter(uapi.CtrStatusWritten)
+	for i := 0; i < n; {
+		msg[0] = byte(i)
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		case 0:
+			i++
+		case eAgain:
+			p.e[0].progress()
+		default:
+			mu.Unlock()
+			t.Fatalf("inject %d: %d", i, r)
+		}
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		p.e[0].progress()
+		p.e[1].progress()
+		held, got := p.e[0].inj.held, len(p.e[1].unexp[0])
+		mu.Unlock()
+		if held < injSignalEvery && got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after %d injects: %d stagings held, %d messages arrived", n, held, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st := p.e[0].d.Counter(uapi.CtrStatusWritten) - before; st != n/injSignalEvery {
+		t.Errorf("the sender's device wrote %d statuses for %d injects, want %d", st, n, n/injSignalEvery)
+	}
+	for i, m := range p.e[1].unexp[0] {
+		if m.n != len(msg) || m.body[0] != byte(i) {
+			t.Fatalf("message %d: %d bytes, first %d", i, m.n, m.body[0])
 		}
 	}
 }
