@@ -316,7 +316,7 @@ func (p *fdPort) Release(f []byte) { p.frames.put(f) }
 // Recv returns the next frame or nil. A socket port receives in batches
 // (recvmmsg); when the last batch came up short, the call after its last
 // frame returns nil without a system call, since that batch already saw
-// the socket empty.
+// the socket empty, and so does the call after a lone frame (recvBatch).
 func (p *fdPort) Recv() []byte {
 	if !p.acquire() {
 		return nil
@@ -391,8 +391,9 @@ func (p *fdPort) accept(b []byte, n int, trunc bool, from *unix.RawSockaddrAny) 
 // recvBatch refills the ring's empty slots and receives into them; false
 // when the socket was empty. The first call after the socket was seen empty
 // takes one frame with recvfrom (a lone frame, a ping-pong's, costs no
-// more than before batching; recvmmsg costs it more here); the calls that
-// follow while frames keep coming take up to rxBatch with one recvmmsg.
+// more than before batching; recvmmsg costs it more here) and ends the
+// pass's looking; the calls that follow while frames keep coming take up
+// to rxBatch with one recvmmsg.
 func (p *fdPort) recvBatch() bool {
 	r := &p.rx
 	for i := range r.bufs {
@@ -428,11 +429,18 @@ func (p *fdPort) recvBatch() bool {
 		case 0:
 			r.n = int(got)
 			r.left.Store(r.n > 0)
-			r.short = r.streaming && r.n < rxBatch
-			if r.short || r.n == 0 {
+			// A lone frame (recvfrom) ends the pass's looking, as the
+			// blocking wait's does (waitSlot.after): the pass hands it
+			// on at once, and a ping-pong's empty look, which cost the
+			// frame's answer a recvmmsg, comes in the next pass, while
+			// the peer is still answering. That look is a recvmmsg, so a
+			// burst that began with this frame is taken in batches.
+			lone := !r.streaming
+			r.short = lone || r.n < rxBatch
+			if !lone && r.short || r.n == 0 {
 				p.sawEmpty()
 			}
-			r.streaming = !r.short
+			r.streaming = lone || !r.short
 			return r.n > 0
 		case unix.EINTR:
 			continue
