@@ -753,6 +753,7 @@ func (e *endpoint) startPull(p *pullOp) {
 	}
 	at, ok := e.arena.alloc(uint64(p.n))
 	if !ok {
+		e.injectFence() // held inject stagings may be what keeps the room
 		e.waiting = append(e.waiting, p)
 		return
 	}

@@ -150,6 +150,9 @@ func (e *endpoint) injFree(q *injQ, seq uint64) {
 	}
 	if q.head == len(q.ents) {
 		q.ents, q.head = q.ents[:0], 0
+	} else if q.head >= injSignalEvery && 2*q.head >= len(q.ents) {
+		n := copy(q.ents, q.ents[q.head:])
+		q.ents, q.head = q.ents[:n], 0
 	}
 }
 

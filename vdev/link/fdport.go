@@ -702,8 +702,8 @@ func (p *fdPort) armWatch(on bool) {
 		_ = unix.EpollCtl(p.watchEp, unix.EPOLL_CTL_MOD, p.fd, &ev)
 		return
 	}
-	var evs [1]unix.EpollEvent
-	_, _ = unix.EpollWait(p.watchEp, evs[:], 0)
+	ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(p.fd)} // disarmed whether or not it fired
+	_ = unix.EpollCtl(p.watchEp, unix.EPOLL_CTL_MOD, p.fd, &ev)
 }
 
 // Close stops the watcher and closes the descriptor once no system call

@@ -32,8 +32,11 @@ type Port interface {
 	// Send transmits a frame and takes ownership of it unless it returns an
 	// error (then the caller still owns it). ErrFull: try later.
 	Send(frame []byte) error
-	// Recv returns the next received frame, or nil when none is waiting.
-	// The caller owns it until it passes it to Release.
+	// Recv returns the next received frame, or nil to end this look: none
+	// is waiting, or the port ends the look early (a socket port after a
+	// lone frame; the next call looks again). The engine asks Pending
+	// before it sleeps. The caller owns a frame until it passes it to
+	// Release.
 	Recv() []byte
 	// Release returns a frame obtained from Recv.
 	Release(frame []byte)

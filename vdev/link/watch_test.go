@@ -190,3 +190,89 @@ func TestWatcherStandsDownWhilePolled(t *testing.T) {
 	waitNotices(base + 2)
 	recv("later")
 }
+
+// TestWatcherStandDownDisarms: a watcher parked in the poller when the
+// engine says it polls returns at the next frame, which the polling
+// thread may take first; standing down must disarm its epoll instance
+// whether or not the frame was still there, or every later frame wakes
+// the runtime's poller while nobody watches. At most one frame after a
+// stand-down may (the one that finds the watcher still parked).
+func TestWatcherStandDownDisarms(t *testing.T) {
+	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
+	pa, err := ListenUDP("127.0.0.1:0", ma, nil, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	pb, err := ListenUDP("127.0.0.1:0", mb, nil, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	a, b := pa.(*udpPort), pb.(*udpPort)
+	addr := func(p *udpPort) string {
+		sa, err := unix.Getsockname(p.fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := sa.(*unix.SockaddrInet4)
+		return (&net.UDPAddr{IP: net.IP(in.Addr[:]), Port: in.Port}).String()
+	}
+	if err := a.Admit(mb, addr(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Admit(ma, addr(a)); err != nil {
+		t.Fatal(err)
+	}
+	b.SetNotify(func() {})
+	send := func() {
+		t.Helper()
+		if err := a.Send(append(append(append([]byte{}, mb...), ma...), 0x88, 0xb5, 1, 2, 3, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func() {
+		t.Helper()
+		end := time.Now().Add(5 * time.Second)
+		for {
+			if f := b.Recv(); f != nil {
+				b.Release(f)
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatal("frame lost")
+			}
+		}
+	}
+	watchReadable := func() bool {
+		pfd := []unix.PollFd{{Fd: int32(b.watchEp), Events: unix.POLLIN}}
+		n, _ := unix.Poll(pfd, 0)
+		return n > 0
+	}
+	for round := range 200 {
+		b.Park(true)
+		time.Sleep(2 * time.Millisecond) // the watcher arms and parks in the poller
+		b.Park(false)                    // the engine polls again
+		send()
+		take()                           // the polling thread takes the frame at once
+		time.Sleep(2 * time.Millisecond) // the watcher wakes, or not, and stands down
+		for range 2 {
+			for f := b.Recv(); f != nil; f = b.Recv() {
+				b.Release(f)
+			}
+		}
+		woke := 0
+		for range 10 {
+			send()
+			time.Sleep(200 * time.Microsecond)
+			if watchReadable() {
+				woke++
+			}
+			take()
+			time.Sleep(200 * time.Microsecond) // a watcher the frame woke stands down
+		}
+		if woke > 1 {
+			t.Fatalf("round %d: %d of 10 frames woke the runtime's poller while the watcher stood down", round, woke)
+		}
+	}
+}
