@@ -472,6 +472,7 @@ func (d *Device) retransmit(now int64) bool {
 		if p.pullDeadline != 0 && now >= p.pullDeadline {
 			busy = d.expirePulls(p, now) || busy
 		}
+		p.tx.Stamp(now)
 		if p.tx.Due(now) {
 			d.expire(p, now)
 		}
