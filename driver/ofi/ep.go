@@ -164,6 +164,7 @@ type endpoint struct {
 	rmaOps          map[uint64]*rmaOp    // rma requests waiting for their answer
 	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
 	linkBufs        lmState              // linkmem.go: the caller's link-memory buffers
+	inj             injState             // inject.go: unsignalled injects' stagings
 
 	stats     epStats
 	driving   bool          // the caller's thread runs the device (drive)
@@ -414,7 +415,6 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if e.closed || !e.enabled {
 		return eInval
 	}
-	e.takeQueued() // a send to ourselves finds the receives queued before it
 	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
 		return eMsgSize
 	}
@@ -438,14 +438,6 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		e.txErr(ctx, flags, n, tag, data, errAddr, 0)
 		return 0
 	}
-	op := e.newTx()
-	op.ctx, op.n, op.tag, op.data, op.dst = ctx, n, tag, data, dst
-	op.flags = fSend | fMsg
-	if tagged {
-		op.flags = fSend | fTagged
-	}
-	op.complete = flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)
-	op.inject = flags&fInject != 0
 	var hflags byte
 	if tagged {
 		hflags |= hdrTagged
@@ -454,9 +446,35 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		hflags |= hdrData
 	}
 	src := unsafe.Slice((*byte)(buf), n)
+	if flags&fInject != 0 && e.txCntr == nil && p.node != e.node && n <= e.eagerMax {
+		// an inject nothing completes: copied, posted unsignalled, no
+		// operation kept (inject.go)
+		e.stats.Sends++
+		e.linkBufs.counts.CopiedSends++
+		at, ok := e.alloc(uint64(eagerHdrLen + n))
+		if !ok {
+			return eAgain
+		}
+		e.putEagerHdr(at, hflags, data)
+		copy(e.lm[at+eagerHdrLen:], src)
+		return e.injectPush(p.node, at, eagerHdrLen+n, tag)
+	}
+	op := e.newTx()
+	op.ctx, op.n, op.tag, op.data, op.dst = ctx, n, tag, data, dst
+	op.flags = fSend | fMsg
+	if tagged {
+		op.flags = fSend | fTagged
+	}
+	op.complete = flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)
+	op.inject = flags&fInject != 0
 	if p.node == e.node {
 		// to ourselves: the device sends nowhere but out, so the message
-		// is delivered here, as it would arrive
+		// is delivered here, as it would arrive, and finds the receives
+		// queued in C before it. A send elsewhere leaves them to the next
+		// progress, which takes them before any arrival: fi_pingpong
+		// re-posts its receive just before it injects, and taking it
+		// here put its posting on the message's path.
+		e.takeQueued()
 		m := inMsg{node: e.node, tagged: tagged, tag: tag, hasCQ: hflags&hdrData != 0, data: data, n: n, body: src}
 		e.arrive(&m)
 		e.txDone(op)
@@ -518,6 +536,11 @@ func (e *endpoint) alloc(n uint64) (uint64, bool) {
 	at, ok := e.arena.alloc(n)
 	if !ok {
 		e.progress() // completions free staging
+		at, ok = e.arena.alloc(n)
+	}
+	if !ok && e.inj.held > 0 {
+		e.injectFence() // unsignalled injects' stagings wait for a DONE
+		e.progress()
 		at, ok = e.arena.alloc(n)
 	}
 	return at, ok
@@ -1008,6 +1031,14 @@ func (e *endpoint) status(s *uapi.Status) {
 		e.packet(s)
 	case uapi.StDone, uapi.StError, uapi.StPULLDone:
 		kind, id := int(s.Cookie>>56), s.Cookie&(1<<56-1)
+		switch kind {
+		case ckInject:
+			e.injectDone(s)
+			return
+		case ckFence:
+			e.fenceDone()
+			return
+		}
 		if kind == ckPull {
 			if p := e.pulls[id]; p != nil {
 				e.pullDone(p, s)

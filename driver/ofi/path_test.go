@@ -6,7 +6,10 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/dimmnet/dimmnet/uapi"
 )
 
 // pair is two endpoints of this process on the shared-memory link, each
@@ -205,5 +208,104 @@ func BenchmarkInjectPingPong(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		l.step()
+	}
+}
+
+// TestUnsignalledInjectStagingFreed: injects go out without a DONE
+// (inject.go), so their link-memory stagings are freed by a later
+// signalled inject's DONE or a FENCE's: a long run of injects holds at
+// most one queue's worth, and the fence gives every byte back.
+func TestUnsignalledInjectStagingFreed(t *testing.T) {
+	l := newInjectLoop(t)
+	mu.Lock()
+	before := [2]uint64{l.p.e[0].arena.inUse, l.p.e[1].arena.inUse}
+	mu.Unlock()
+	for range 1000 {
+		l.step()
+	}
+	mu.Lock()
+	for i, e := range l.p.e {
+		if e.inj.held == 0 || e.inj.held > injSignalEvery {
+			t.Errorf("endpoint %d holds %d inject stagings after 1000, want 1-%d", i, e.inj.held, injSignalEvery)
+		}
+		if grew := e.arena.inUse - before[i]; grew != uint64(e.inj.held)*granule {
+			t.Errorf("endpoint %d: arena grew %d bytes for %d held stagings", i, grew, e.inj.held)
+		}
+		e.injectFence()
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		held := l.p.e[0].inj.held + l.p.e[1].inj.held
+		if held > 0 {
+			l.p.e[0].progress()
+			l.p.e[1].progress()
+		}
+		mu.Unlock()
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d inject stagings still held 10 s after the fences", held)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, e := range l.p.e {
+		if e.arena.inUse != before[i] {
+			t.Errorf("endpoint %d: arena holds %d bytes after the fence, %d before the injects", i, e.arena.inUse, before[i])
+		}
+		if e.inj.fence != 0 {
+			t.Errorf("endpoint %d: fence still pending", i)
+		}
+	}
+}
+
+// TestInjectStreamSignalsOneIn64: a burst of injects asks the device for
+// one DONE in injSignalEvery, however late the DONEs come back, and every
+// message arrives.
+func TestInjectStreamSignalsOneIn64(t *testing.T) {
+	p := openPair(t)
+	const n = 10 * injSignalEvery
+	var msg [8]byte
+	mu.Lock()
+	before := p.e[0].d.Counter(uapi.CtrStatusWritten)
+	for i := 0; i < n; {
+		msg[0] = byte(i)
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		case 0:
+			i++
+		case eAgain:
+			p.e[0].progress()
+		default:
+			mu.Unlock()
+			t.Fatalf("inject %d: %d", i, r)
+		}
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		p.e[0].progress()
+		p.e[1].progress()
+		held, got := p.e[0].inj.held, len(p.e[1].unexp[0])
+		mu.Unlock()
+		if held < injSignalEvery && got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after %d injects: %d stagings held, %d messages arrived", n, held, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st := p.e[0].d.Counter(uapi.CtrStatusWritten) - before; st != n/injSignalEvery {
+		t.Errorf("the sender's device wrote %d statuses for %d injects, want %d", st, n, n/injSignalEvery)
+	}
+	for i, m := range p.e[1].unexp[0] {
+		if m.n != len(msg) || m.body[0] != byte(i) {
+			t.Fatalf("message %d: %d bytes, first %d", i, m.n, m.body[0])
+		}
 	}
 }

@@ -114,7 +114,12 @@ const (
 //
 // The watcher notifies once per burst: after calling the notify function it
 // waits until Recv or Pending has seen the descriptor empty before it arms
-// again, so frames sitting unread never make it spin.
+// again, so frames sitting unread never make it spin. It watches only while
+// the engine sleeps (link.Parker): a thread that polls the port (a driver
+// running its device, or the engine awake) reads each frame itself, and a
+// watcher woken per frame, then again by the drain, cost each message two
+// thread wake-ups in the runtime's poller that took a core from the
+// spinning caller or its peer.
 type fdPort struct {
 	mtu    int
 	mac    net.HardwareAddr
@@ -131,7 +136,10 @@ type fdPort struct {
 	tx     txVec    // SendVec's message, kept so a send allocates nothing
 
 	notify  atomic.Pointer[func()]
-	refs    atomic.Int32 // raw system calls in progress on fd
+	watchEp int           // the watcher's epoll instance (leavePoller), or -1: it waits on fd
+	watchOn atomic.Bool   // the engine sleeps: the watcher watches (Park)
+	arm     chan struct{} // Park(true) wakes a watcher that stood down
+	refs    atomic.Int32  // raw system calls in progress on fd
 	closed  atomic.Bool
 	waiting atomic.Bool   // the watcher notified and waits for a drain
 	drained chan struct{} // Recv or Pending saw the descriptor empty
@@ -164,14 +172,82 @@ func (p *fdPort) init() {
 	p.frames.size, p.frames.max = p.mtu, maxFree
 	copy(p.key[:], p.mac)
 	p.drained = make(chan struct{}, 1)
+	p.arm = make(chan struct{}, 1)
 	p.done = make(chan struct{})
-	p.waitFn = func(uintptr) bool { return p.closed.Load() || p.readable() }
+	p.watchOn.Store(true) // until the device says it polls (Park)
+	p.watchEp = -1
+	// A watcher that stood down (Park(false)) while parked in the poller
+	// returns at the next frame without a notice.
+	p.waitFn = func(uintptr) bool { return p.closed.Load() || !p.watchOn.Load() || p.readable() }
+	_ = p.leavePoller() // on failure the watcher waits on the descriptor itself, as before
 	// Every system call on a socket port says MSG_DONTWAIT but WaitFrame's
 	// recvfrom, which blocks (bounded by SO_RCVTIMEO); a TAP keeps
 	// O_NONBLOCK (its read has no flags).
 	p.blockRecv = p.kind == kindSocket && unix.SetNonblock(p.fd, false) == nil
 	p.wg.Add(1)
 	go p.watch()
+}
+
+// leavePoller takes the port's descriptor out of the runtime's poller,
+// which registers every socket and pollable file for writability too,
+// edge-triggered, and whether or not anyone waits: each frame the device
+// sent woke the thread parked in the poller once its buffer was freed,
+// and each one it received did too (fi_pingpong across two network
+// namespaces over UDP: wake-ups every message in each process, on a host
+// whose two cores the ping-pong's two spinning threads hold). The watcher
+// waits instead on an epoll instance of the port's own, registered with
+// the runtime's poller in the descriptor's place, that asks for input
+// once (EPOLLONESHOT) each time the watcher arms it (armWatch); the
+// descriptor is a duplicate the runtime never saw, and the original is
+// closed.
+func (p *fdPort) leavePoller() error {
+	nfd, err := unix.FcntlInt(uintptr(p.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("dup: %w", err)
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		unix.Close(nfd)
+		return fmt.Errorf("epoll_create1: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(nfd)}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, nfd, &ev); err != nil {
+		unix.Close(ep)
+		unix.Close(nfd)
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep)
+		unix.Close(nfd)
+		return fmt.Errorf("epoll non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(ep), "dimmnet-port-watch") // non-blocking: in the runtime's poller
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		unix.Close(nfd)
+		return fmt.Errorf("epoll raw conn: %w", err)
+	}
+	old := p.conn
+	p.fd, p.rc, p.conn, p.watchEp = nfd, rc, &watchedFD{watch: f, fd: nfd}, ep
+	old.Close() // the socket lives on in nfd
+	return nil
+}
+
+// watchedFD closes a port's descriptor that left the runtime's poller
+// and the epoll instance its watcher waits on (which wakes the watcher).
+type watchedFD struct {
+	watch *os.File
+	fd    int
+}
+
+// Close closes the watch instance, then the descriptor.
+func (w *watchedFD) Close() error {
+	err := w.watch.Close()
+	if e := unix.Close(w.fd); err == nil {
+		err = e
+	}
+	return err
 }
 
 // setSockBufs asks for sockBufBytes of send and receive buffer. The FORCE
@@ -240,7 +316,7 @@ func (p *fdPort) Release(f []byte) { p.frames.put(f) }
 // Recv returns the next frame or nil. A socket port receives in batches
 // (recvmmsg); when the last batch came up short, the call after its last
 // frame returns nil without a system call, since that batch already saw
-// the socket empty.
+// the socket empty, and so does the call after a lone frame (recvBatch).
 func (p *fdPort) Recv() []byte {
 	if !p.acquire() {
 		return nil
@@ -315,8 +391,9 @@ func (p *fdPort) accept(b []byte, n int, trunc bool, from *unix.RawSockaddrAny) 
 // recvBatch refills the ring's empty slots and receives into them; false
 // when the socket was empty. The first call after the socket was seen empty
 // takes one frame with recvfrom (a lone frame, a ping-pong's, costs no
-// more than before batching; recvmmsg costs it more here); the calls that
-// follow while frames keep coming take up to rxBatch with one recvmmsg.
+// more than before batching; recvmmsg costs it more here) and ends the
+// pass's looking; the calls that follow while frames keep coming take up
+// to rxBatch with one recvmmsg.
 func (p *fdPort) recvBatch() bool {
 	r := &p.rx
 	for i := range r.bufs {
@@ -352,11 +429,18 @@ func (p *fdPort) recvBatch() bool {
 		case 0:
 			r.n = int(got)
 			r.left.Store(r.n > 0)
-			r.short = r.streaming && r.n < rxBatch
-			if r.short || r.n == 0 {
+			// A lone frame (recvfrom) ends the pass's looking, as the
+			// blocking wait's does (waitSlot.after): the pass hands it
+			// on at once, and a ping-pong's empty look, which cost the
+			// frame's answer a recvmmsg, comes in the next pass, while
+			// the peer is still answering. That look is a recvmmsg, so a
+			// burst that began with this frame is taken in batches.
+			lone := !r.streaming
+			r.short = lone || r.n < rxBatch
+			if !lone && r.short || r.n == 0 {
 				p.sawEmpty()
 			}
-			r.streaming = !r.short
+			r.streaming = lone || !r.short
 			return r.n > 0
 		case unix.EINTR:
 			continue
@@ -552,13 +636,41 @@ func (p *fdPort) sawEmpty() {
 	}
 }
 
+// Park says whether the engine sleeps (link.Parker): the watcher watches
+// the descriptor only then. The engine calls Park(true) before its last
+// look and sleep, so a frame that came before is that look's and one that
+// comes after is the watcher's.
+func (p *fdPort) Park(sleeping bool) {
+	if p.watchOn.Swap(sleeping) == sleeping || !sleeping {
+		return
+	}
+	select {
+	case p.arm <- struct{}{}:
+	default:
+	}
+}
+
 // watch parks in the runtime poller until the descriptor is readable,
 // calls the notify function, and waits for the drain before parking again.
+// While the engine polls (Park(false)) it stands down.
 func (p *fdPort) watch() {
 	defer p.wg.Done()
 	for {
+		if !p.watchOn.Load() {
+			select {
+			case <-p.arm:
+			case <-p.done:
+				return
+			}
+			continue
+		}
+		p.armWatch(true)
 		if err := p.rc.Read(p.waitFn); err != nil || p.closed.Load() {
 			return
+		}
+		p.armWatch(false)
+		if !p.watchOn.Load() {
+			continue // stood down while parked: the poller reads the frame
 		}
 		select { // a drain seen before this frame arrived is stale
 		case <-p.drained:
@@ -574,6 +686,24 @@ func (p *fdPort) watch() {
 			return
 		}
 	}
+}
+
+// armWatch asks the watcher's epoll instance for one notice of input
+// (on), or takes the notice it gave, so that nothing more wakes the
+// runtime's poller until the next arming (off). Without the instance
+// (leavePoller failed) the watcher waits on the descriptor itself.
+func (p *fdPort) armWatch(on bool) {
+	if p.watchEp < 0 || !p.acquire() {
+		return
+	}
+	defer p.release()
+	if on {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(p.fd)}
+		_ = unix.EpollCtl(p.watchEp, unix.EPOLL_CTL_MOD, p.fd, &ev)
+		return
+	}
+	var evs [1]unix.EpollEvent
+	_, _ = unix.EpollWait(p.watchEp, evs[:], 0)
 }
 
 // Close stops the watcher and closes the descriptor once no system call

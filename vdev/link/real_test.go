@@ -862,3 +862,31 @@ func TestUDPDeadlineWait(t *testing.T) {
 		t.Fatalf("screened %+v: the wake timer's datagrams come from the port itself", s)
 	}
 }
+
+// TestUDPLoneFrameEndsTheLook: the look that took a lone frame (one
+// recvfrom) ends the pass's looking, so the pass hands the frame on
+// without an empty look on its answer's path; the next look takes what
+// came since.
+func TestUDPLoneFrameEndsTheLook(t *testing.T) {
+	a, b := udpPair(t, 1500)
+	for b.Recv() != nil { // the socket seen empty: the next look is a lone recvfrom
+	}
+	for b.Recv() != nil {
+	}
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("first")))
+	first := recvWait(t, b, 5*time.Second)
+	if !bytes.HasSuffix(first, []byte("first")) {
+		t.Fatalf("got %q, want the first frame", first)
+	}
+	b.Release(first)
+	sendRetry(t, a, frame(a, b.MAC(), uint16(wire.EtherType), []byte("second")))
+	time.Sleep(20 * time.Millisecond) // the second frame waits in the socket
+	if f := b.Recv(); f != nil {
+		t.Fatalf("the look after a lone frame returned %q, want the pass's end", f)
+	}
+	second := recvWait(t, b, 5*time.Second)
+	if !bytes.HasSuffix(second, []byte("second")) {
+		t.Fatalf("got %q, want the second frame", second)
+	}
+	b.Release(second)
+}
