@@ -54,8 +54,11 @@ func (d *Device) control(p *peer, h *wire.Header) {
 	// The clock only when something below uses it: a stream's receiver
 	// gets data frames repeating an ACK that moves nothing, and a clock
 	// read per frame was on its path.
+	// On a lossless medium an ACK that retires untimed packets needs none
+	// either (transport.Tx.AckNeedsClock).
 	var now int64
-	if nack || h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 || h.Flags&wire.FlagAckValid != 0 && p.tx.Advances(h.Ack) {
+	timed := nack || h.Type == wire.TypeAck && h.Flags&wire.FlagHold != 0 || h.Flags&wire.FlagAckValid != 0 && p.tx.AckNeedsClock(h.Ack)
+	if timed {
 		now = d.now()
 	}
 	if c := h.Code; nack && c != wire.NackRetry && c <= wire.NackRefusalMax {
@@ -71,7 +74,11 @@ func (d *Device) control(p *peer, h *wire.Header) {
 	// retry or a resume acknowledges nothing by its Seq (see
 	// transport.Tx.Gap).
 	if h.Flags&wire.FlagAckValid != 0 {
-		p.tx.Ack(h.Ack, now)
+		if timed {
+			p.tx.Ack(h.Ack, now)
+		} else {
+			p.tx.AckUntimed(h.Ack)
+		}
 	}
 	if nack {
 		switch c := h.Code; {

@@ -111,7 +111,7 @@ func (d *Device) intake() bool {
 		desc := d.r.ReadDesc(slot)
 		d.cmdHead++
 		d.r.StoreOwn64(uapi.RegCmdqHead, d.cmdHead) // its one writer: a release store
-		d.take(desc, idx)
+		d.take(&desc, idx)
 		busy = true
 	}
 	return busy
@@ -121,11 +121,13 @@ func (d *Device) cmdSlot(idx uint64) uint64 {
 	return d.g.CmdqOff + (idx&(d.g.CmdqEntries-1))*uapi.DescSize
 }
 
-// take executes a descriptor taken from the command queue.
-func (d *Device) take(desc uapi.Desc, idx uint64) {
+// take executes a descriptor taken from the command queue (read once,
+// by pointer from here on: each copy of it by value was a descriptor's
+// worth of stores on every command's path).
+func (d *Device) take(desc *uapi.Desc, idx uint64) {
 	d.count(uapi.CtrCmds, 1)
 	if t := d.tracer.Load(); t != nil {
-		t.emit(d, Event{Kind: EvCmd, Index: idx, Desc: desc})
+		t.emit(d, Event{Kind: EvCmd, Index: idx, Desc: *desc})
 	}
 	if d.trace {
 		d.stamp(uapi.TraceCmdSeen)
@@ -163,7 +165,8 @@ func (d *Device) takeAhead() bool {
 			d.cmdAhead.taken = map[uint64]bool{}
 		}
 		d.cmdAhead.taken[i] = true
-		d.take(d.r.ReadDesc(slot), i)
+		desc := d.r.ReadDesc(slot)
+		d.take(&desc, i)
 		busy = true
 	}
 	d.cmdAhead.next = i
@@ -216,32 +219,32 @@ func (d *Device) validate(c *uapi.Desc) uapi.Errno {
 	return uapi.EOK
 }
 
-func (d *Device) execute(c uapi.Desc, idx uint64) {
-	if e := d.validate(&c); e != uapi.EOK {
-		d.fail(&c, idx, e)
+func (d *Device) execute(c *uapi.Desc, idx uint64) {
+	if e := d.validate(c); e != uapi.EOK {
+		d.fail(c, idx, e)
 		return
 	}
 	switch c.Opcode {
 	case uapi.OpNOP:
-		d.done(&c, idx)
+		d.done(c, idx)
 	case uapi.OpFENCE:
 		if d.inflight == 0 {
-			d.done(&c, idx)
+			d.done(c, idx)
 		} else {
-			d.fence = &job{desc: c, idx: idx}
+			d.fence = &job{desc: *c, idx: idx}
 		}
 	case uapi.OpREADDONE:
-		d.readDone(&c, idx)
+		d.readDone(c, idx)
 	case uapi.OpPAGEDONE:
 		if p := d.peers[c.DstNode]; p != nil && p.pagingHold {
 			p.pagingHold = false // its held frame is retried on the next pass
 		}
-		d.done(&c, idx)
+		d.done(c, idx)
 	default: // PUSH, IPUSH, PULL, PAGE, FADD8, CAS8: to a destination's queue
 		d.msgID++
 		j := d.newJob()
 		p := d.peerOf(c.DstNode)
-		*j = job{desc: c, idx: idx, msgID: d.msgID, peer: p}
+		*j = job{desc: *c, idx: idx, msgID: d.msgID, peer: p}
 		d.inflight++
 		if c.Opcode.Reads() {
 			p.pulls[j.msgID] = j
@@ -345,7 +348,7 @@ func (d *Device) advance(p *peer) bool {
 		}
 		seq := p.tx.Next()
 		if err := d.transmit(p, &e, seq, false); err != nil {
-			if !errors.Is(err, link.ErrFull) {
+			if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
 				d.failPeer(p, sendErrno(err)) // nobody on the link has that node's address, or it left
 				return true
 			}
@@ -370,6 +373,9 @@ func (d *Device) advance(p *peer) bool {
 // blocked handles a new packet to p refused by a full link: a link that
 // stays full for a timeout counts as one (see transport.Tx.Blocked).
 func (d *Device) blocked(p *peer) {
+	if p.tx.Unacked() > 0 {
+		return // their timer covers it (transport.Tx.Blocked): no clock read per refusal of a full ring
+	}
 	switch p.tx.Blocked(d.now()) {
 	case transport.TimedOut:
 		d.count(uapi.CtrTimeouts, 1)
@@ -472,6 +478,7 @@ func (d *Device) retransmit(now int64) bool {
 		if p.pullDeadline != 0 && now >= p.pullDeadline {
 			busy = d.expirePulls(p, now) || busy
 		}
+		p.tx.Stamp(now)
 		if p.tx.Due(now) {
 			d.expire(p, now)
 		}

@@ -145,6 +145,7 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 		time.Sleep(time.Duration(r.a.peerOf(2).tx.RTO()) + time.Millisecond)
 	}
 	r.step(r.a) // the ping leaves
+	r.step(r.a) // its timer starts (a lossless medium's runs from the first look after it: transport.Tx.Stamp)
 	pastRTO()
 	for range 3 {
 		r.step(r.a) // the first pass after the gap: the deadline has passed
@@ -159,6 +160,7 @@ func TestTimeoutWaitsForTheAnswer(t *testing.T) {
 
 	// A peer that does not answer: the timeout counts after the grace.
 	r.push(r.a, 8, 2)
+	r.step(r.a)
 	r.step(r.a)
 	pastRTO()
 	for range transport.GracePasses + 1 {

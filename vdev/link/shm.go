@@ -696,7 +696,8 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 func (p *shmPort) put(peer *shmPeer, head, payload []byte) error {
 	wake, err := peer.pair.Put(head, payload)
 	switch {
-	case errors.Is(err, shmring.ErrFull):
+	case err == nil:
+	case err == shmring.ErrFull, errors.Is(err, shmring.ErrFull):
 		return ErrFull
 	case errors.Is(err, shmring.ErrCorrupt):
 		p.logf("ring to node %d: %v", peer.node, err)

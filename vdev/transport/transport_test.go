@@ -600,21 +600,32 @@ func TestTimeoutResendsOldestThenDecides(t *testing.T) {
 	})
 }
 
-// On a lossless medium a packet inside a flight may leave without a
-// clock read: the flight's first packet and every sixteenth are timed,
-// the timer runs from the first, and an ACK whose oldest retired packet
-// was untimed gives no round-trip sample (it would count from a time the
-// packet never left at). A medium that can lose times every packet.
+// On a lossless medium a packet may leave without a clock read: every
+// sixteenth is timed, a flight's first arms the timer unstamped (it runs
+// from the engine's next look at the timers), and an ACK whose oldest
+// retired packet was untimed reads no clock either and gives no
+// round-trip sample (it would count from a time the packet never left
+// at). A medium that can lose times every packet and every ACK.
 func TestUntimedPacketsOnLosslessMedia(t *testing.T) {
 	b := &Book{}
 	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, RTOFloor: LosslessRTO, Lossless: true}, b, 7)
-	if !tx.NeedsClock() {
-		t.Fatal("an empty flight's first packet may leave untimed: its timer would start from nothing")
+	if tx.NeedsClock() {
+		t.Fatal("an empty flight's first packet reads the clock on a lossless medium")
 	}
 	tx.Next()
-	tx.Sent(1000)
+	tx.SentUntimed()
+	if !tx.Armed() || b.Timers != 1 {
+		t.Fatalf("an untimed first packet left the timer unarmed (armed %v, %d timers)", tx.Armed(), b.Timers)
+	}
+	if tx.Due(1 << 62) {
+		t.Fatal("an unstamped timer came due")
+	}
+	tx.Stamp(1000) // the engine's first look at the timers
+	if tx.deadline != 1000+LosslessRTO {
+		t.Fatalf("stamped at 1000: deadline %d, want %d", tx.deadline, 1000+LosslessRTO)
+	}
 	deadline := tx.deadline
-	timed := 1
+	timed := 0
 	for i := 1; i < 40; i++ {
 		tx.Next()
 		if tx.NeedsClock() {
@@ -624,23 +635,42 @@ func TestUntimedPacketsOnLosslessMedia(t *testing.T) {
 			tx.SentUntimed()
 		}
 	}
-	if timed != 3 { // packets 1, 17 and 33
-		t.Fatalf("%d of 40 packets timed, want 3 (the first and every sixteenth)", timed)
+	if timed != 2 { // packets 16 and 32
+		t.Fatalf("%d of 40 packets timed, want 2 (every sixteenth)", timed)
 	}
 	if tx.deadline != deadline {
-		t.Fatalf("untimed packets moved the timer: %d, was %d", tx.deadline, deadline)
+		t.Fatalf("later packets moved the timer: %d, was %d", tx.deadline, deadline)
 	}
-	tx.Ack(1, 5000) // retires the timed first packet: a 4000 ns sample
+	if tx.AckNeedsClock(1) {
+		t.Fatal("an ACK retiring an untimed packet reads the clock on a lossless medium")
+	}
+	tx.AckUntimed(1)
+	if tx.deadline != unstamped || b.Timers != 1 {
+		t.Fatalf("an untimed ACK with packets left: deadline %d, %d timers; want it re-armed unstamped", tx.deadline, b.Timers)
+	}
+	tx.Stamp(2000)
+	if tx.srtt != 0 {
+		t.Fatalf("srtt %d after untimed ACKs, want no sample", tx.srtt)
+	}
+	tx.AckUntimed(15)
+	if !tx.AckNeedsClock(16) {
+		t.Fatal("the ACK of a timed packet gives no sample")
+	}
+	tx.Ack(16, 5015) // retires the timed packet sent at 1015: a 4000 ns sample
 	if tx.srtt != 4000 {
 		t.Fatalf("srtt %d after the timed packet's ACK, want 4000", tx.srtt)
 	}
-	tx.Ack(2, 1_000_000) // retires an untimed one: no sample
-	if tx.srtt != 4000 {
-		t.Fatalf("srtt %d after an untimed packet's ACK, want it unchanged (4000)", tx.srtt)
+	tx.AckUntimed(40)
+	if tx.Armed() || b.Timers != 0 {
+		t.Fatalf("everything acknowledged: armed %v, %d timers", tx.Armed(), b.Timers)
 	}
-	tx.Ack(40, 1_000_000)
-	if !tx.NeedsClock() {
-		t.Fatal("the next flight's first packet may leave untimed")
+
+	// A peer that stopped: the unstamped timer, once stamped, runs out.
+	tx.Next()
+	tx.SentUntimed()
+	tx.Stamp(10_000)
+	if tx.Due(10_000+LosslessRTO-1) || !tx.Due(10_000+LosslessRTO) {
+		t.Fatal("a stamped timer does not run out after its RTO")
 	}
 
 	lossy, _ := newTx(64)
@@ -650,6 +680,9 @@ func TestUntimedPacketsOnLosslessMedia(t *testing.T) {
 			t.Fatal("a packet on a medium that can lose may leave untimed: its probe and sample need the time")
 		}
 		lossy.Sent(1000)
+	}
+	if !lossy.AckNeedsClock(1) {
+		t.Fatal("an ACK on a medium that can lose may come untimed")
 	}
 }
 

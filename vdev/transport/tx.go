@@ -12,7 +12,10 @@
 // one step at a time (see docs/links.md for the protocol).
 package transport
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // Retransmission timing: ACP's UDP transport figures, and the floor for
 // media that never lose a frame.
@@ -284,7 +287,7 @@ func (t *Tx) Sent(now int64) {
 	t.blockedAt = 0
 	t.pkts = append(t.pkts, pkt{sentAt: now, firstAt: now, alone: len(t.pkts) == 0})
 	t.next++
-	if t.deadline == 0 {
+	if t.deadline == 0 || t.deadline == unstamped {
 		t.arm(now+t.RTO(), false)
 	}
 	t.armProbe(now)
@@ -297,22 +300,51 @@ const untimedMax = 15
 // NeedsClock reports whether the next packet must leave with the time
 // (Sent) rather than without (SentUntimed): on a medium that can lose, the
 // tail-loss probe and every round-trip sample need it; on a lossless one
-// only the flight's first packet (the timer starts from it) and every
-// sixteenth (the round-trip sample). A clock read per packet was 7-10% of
-// a streaming sender's samples on the shared-memory link, where the timer
-// only waits for a stopped peer.
+// only every sixteenth packet (the round-trip sample). A clock read per
+// packet was 7-10% of a streaming sender's samples on the shared-memory
+// link, where the timer only waits for a stopped peer; and a ping-pong,
+// whose every packet starts a flight, read it on every message.
 func (t *Tx) NeedsClock() bool {
-	return !t.cfg.Lossless || t.deadline == 0 || t.untimed >= untimedMax
+	return !t.cfg.Lossless || t.untimed >= untimedMax
 }
 
 // SentUntimed records that the packet numbered Next left, without a
-// clock read: only when NeedsClock says it may. The timer is armed
-// already; the packet's ACK gives no round-trip sample.
+// clock read: only when NeedsClock says it may. A timer not armed yet is
+// armed unstamped (see Stamp); the packet's ACK gives no round-trip sample.
 func (t *Tx) SentUntimed() {
 	t.untimed++
 	t.blockedAt = 0
 	t.pkts = append(t.pkts, pkt{untimed: true})
 	t.next++
+	if t.deadline == 0 {
+		t.armUnstamped()
+	}
+}
+
+// unstamped is the deadline of a timer armed without the time, on a
+// lossless medium: it runs from the first look at the timers after it
+// (Stamp), a few driver passes later, or the engine's next pass. There
+// the timer only waits for a peer that stopped (its floor is
+// LosslessRTO, milliseconds), so starting it microseconds late changes
+// nothing, and the flight's first packet and the ACK that retires it no
+// longer read the clock: a clock read each way was on every message of a
+// ping-pong.
+const unstamped = math.MaxInt64
+
+// armUnstamped arms the timer without the time (see unstamped).
+func (t *Tx) armUnstamped() {
+	if t.deadline == 0 {
+		t.book.Timers++
+	}
+	t.deadline, t.goBack, t.expiredPass = unstamped, false, 0
+}
+
+// Stamp starts a timer armed unstamped from now; the engine calls it
+// wherever it looks at the timers (before Due and Deadline).
+func (t *Tx) Stamp(now int64) {
+	if t.deadline == unstamped {
+		t.arm(now+t.RTO(), false)
+	}
 }
 
 // PTO is the tail-loss probe's quiet time: twice the smoothed round trip
@@ -365,9 +397,27 @@ func (t *Tx) Advances(ack uint32) bool {
 	return int32(ack-t.acked) > 0 && int32(ack-(t.next-1)) <= 0
 }
 
+// AckNeedsClock reports whether a cumulative ACK of ack needs the time
+// (Ack) rather than not (AckUntimed): it retires packets, and the medium
+// can lose or the oldest of them gives a round-trip sample (it left timed,
+// or was resent). On a lossless medium an ACK that retires untimed
+// packets re-arms the timer unstamped.
+func (t *Tx) AckNeedsClock(ack uint32) bool {
+	if !t.Advances(ack) {
+		return false
+	}
+	p := &t.pkts[0]
+	return !t.cfg.Lossless || !p.untimed || p.resent
+}
+
+// AckUntimed is Ack without the time, where AckNeedsClock says it may be.
+func (t *Tx) AckUntimed(ack uint32) bool { return t.ack(ack, 0, false) }
+
 // Ack applies a cumulative acknowledgement; it reports whether it
 // retired anything (an old one, or one for numbers never sent, does not).
-func (t *Tx) Ack(ack uint32, now int64) bool {
+func (t *Tx) Ack(ack uint32, now int64) bool { return t.ack(ack, now, true) }
+
+func (t *Tx) ack(ack uint32, now int64, timed bool) bool {
 	if !t.Advances(ack) {
 		return false
 	}
@@ -388,6 +438,7 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	// A packet alone in flight from its departure to its ACK is a
 	// request-reply round trip: only those teach the mean deviation.
 	switch p := t.pkts[0]; {
+	case !timed:
 	case !p.resent && !p.untimed:
 		t.sample(now-p.sentAt, p.alone && len(t.pkts) == 1)
 	case p.resent && !p.again && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
@@ -417,9 +468,13 @@ func (t *Tx) Ack(ack uint32, now int64) bool {
 	}
 	t.backoff, t.timeouts, t.heldSince = MinBackoff, 0, 0
 	t.probed = false
-	if len(t.pkts) == 0 {
+	switch {
+	case len(t.pkts) == 0:
 		t.disarm()
-	} else {
+	case !timed:
+		t.armUnstamped()
+		return true
+	default:
 		t.arm(now+t.RTO(), false)
 	}
 	t.armProbe(now)
