@@ -105,7 +105,11 @@ func (d *Device) admit(node uint16, src []byte) (*peer, bool) {
 		d.mirrorScreen()
 		return nil, false
 	}
-	if p := d.peers[node]; p != nil {
+	p := d.lastPeer // the peer a ping-pong sends to is the one it hears: skip the map
+	if p == nil || p.node != node {
+		p = d.peers[node]
+	}
+	if p != nil {
 		if p.stranger {
 			p.heard = true
 		}
@@ -124,7 +128,7 @@ func (d *Device) admit(node uint16, src []byte) (*peer, bool) {
 		d.mirrorScreen()
 		return nil, false
 	}
-	p := d.peerOf(node)
+	p = d.peerOf(node)
 	p.stranger, p.lastHeard = true, d.now()
 	d.strangers++
 	return p, true
