@@ -90,22 +90,19 @@ func TestPortDescriptorWatchedForInputOnly(t *testing.T) {
 	}
 }
 
-// TestWatcherStandsDownWhilePolled: while the engine says it polls the
-// port (Park(false)) a frame wakes nobody; once it says it sleeps
-// (Park(true)) the frame already waiting is noticed, and so is the next.
-func TestWatcherStandsDownWhilePolled(t *testing.T) {
-	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
-	pa, err := ListenUDP("127.0.0.1:0", ma, nil, 1500)
-	if err != nil {
-		t.Fatal(err)
+// admittedPair is two UDP ports on loopback, nodes 1 and 2, each
+// admitting the other (closed when the test ends).
+func admittedPair(t *testing.T) (a, b *udpPort) {
+	t.Helper()
+	var ports [2]*udpPort
+	for i := range ports {
+		p, err := ListenUDP("127.0.0.1:0", wire.NodeMAC(uint16(i+1)), nil, 1500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		ports[i] = p.(*udpPort)
 	}
-	defer pa.Close()
-	pb, err := ListenUDP("127.0.0.1:0", mb, nil, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Close()
-	a, b := pa.(*udpPort), pb.(*udpPort)
 	addr := func(p *udpPort) string {
 		sa, err := unix.Getsockname(p.fd)
 		if err != nil {
@@ -114,12 +111,22 @@ func TestWatcherStandsDownWhilePolled(t *testing.T) {
 		in := sa.(*unix.SockaddrInet4)
 		return (&net.UDPAddr{IP: net.IP(in.Addr[:]), Port: in.Port}).String()
 	}
-	if err := a.Admit(mb, addr(b)); err != nil {
+	a, b = ports[0], ports[1]
+	if err := a.Admit(b.MAC(), addr(b)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Admit(ma, addr(a)); err != nil {
+	if err := b.Admit(a.MAC(), addr(a)); err != nil {
 		t.Fatal(err)
 	}
+	return a, b
+}
+
+// TestWatcherStandsDownWhilePolled: while the engine says it polls the
+// port (Park(false)) a frame wakes nobody; once it says it sleeps
+// (Park(true)) the frame already waiting is noticed, and so is the next.
+func TestWatcherStandsDownWhilePolled(t *testing.T) {
+	a, b := admittedPair(t)
+	ma, mb := a.MAC(), b.MAC()
 	var notices atomic.Int32
 	b.SetNotify(func() { notices.Add(1) })
 	send := func(body string) {
@@ -198,32 +205,8 @@ func TestWatcherStandsDownWhilePolled(t *testing.T) {
 // the runtime's poller while nobody watches. At most one frame after a
 // stand-down may (the one that finds the watcher still parked).
 func TestWatcherStandDownDisarms(t *testing.T) {
-	ma, mb := wire.NodeMAC(1), wire.NodeMAC(2)
-	pa, err := ListenUDP("127.0.0.1:0", ma, nil, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pa.Close()
-	pb, err := ListenUDP("127.0.0.1:0", mb, nil, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Close()
-	a, b := pa.(*udpPort), pb.(*udpPort)
-	addr := func(p *udpPort) string {
-		sa, err := unix.Getsockname(p.fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in := sa.(*unix.SockaddrInet4)
-		return (&net.UDPAddr{IP: net.IP(in.Addr[:]), Port: in.Port}).String()
-	}
-	if err := a.Admit(mb, addr(b)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Admit(ma, addr(a)); err != nil {
-		t.Fatal(err)
-	}
+	a, b := admittedPair(t)
+	ma, mb := a.MAC(), b.MAC()
 	b.SetNotify(func() {})
 	send := func() {
 		t.Helper()
