@@ -883,3 +883,42 @@ func TestVarianceGuardsLonePackets(t *testing.T) {
 		t.Fatalf("streamed flights moved RTTVAR %d -> %d", v, tx.RTTVar())
 	}
 }
+
+// TestLosslessStreamAckedInPiecesLearnsRTT: on a lossless medium one
+// packet in 16 is timed; flights of 64 acknowledged 8 at a time (as a
+// receiver ACKs a stream) must still teach the round trip, though the
+// oldest packet each ACK retires is seldom the timed one.
+func TestLosslessStreamAckedInPiecesLearnsRTT(t *testing.T) {
+	b := &Book{}
+	tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, Lossless: true, RTOFloor: LosslessRTO}, b, 7)
+	now := int64(1_000_000)
+	learned := 0
+	for f := range 100 {
+		for range 64 {
+			if tx.NeedsClock() {
+				tx.Sent(now)
+			} else {
+				tx.SentUntimed()
+			}
+		}
+		now += 1000 + int64(f)*1000 // the round trip grows each flight
+		before := tx.SRTT()
+		for range 8 {
+			ack := tx.Acked() + 8
+			if tx.AckNeedsClock(ack) {
+				tx.Ack(ack, now)
+			} else {
+				tx.AckUntimed(ack)
+			}
+		}
+		if tx.SRTT() != before {
+			learned++
+		}
+	}
+	if learned < 90 {
+		t.Fatalf("%d of 100 flights taught the round trip (SRTT %d ns, true %d ns)", learned, tx.SRTT(), 100_000)
+	}
+	if srtt := tx.SRTT(); srtt < 50_000 {
+		t.Fatalf("SRTT %d ns after flights whose round trip grew to 100 µs", srtt)
+	}
+}

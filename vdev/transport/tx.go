@@ -94,7 +94,9 @@ func (b *Book) lost(now int64) {
 }
 
 // Soonest is a time no later than every sender's next deadline (timer or
-// tail-loss probe), 0 when none is armed. A thread that blocks on the
+// tail-loss probe), 0 when none is armed; a timer armed unstamped on a
+// lossless medium has no deadline until Stamp gives it one, and counts
+// here only from then. A thread that blocks on the
 // device's port waits at most until then: a lost packet's probe then
 // leaves on time, where a wait bounded only by the driver's slice (a
 // millisecond) made each loss cost one. Arming a deadline lowers it at
@@ -406,8 +408,18 @@ func (t *Tx) AckNeedsClock(ack uint32) bool {
 	if !t.Advances(ack) {
 		return false
 	}
-	p := &t.pkts[0]
-	return !t.cfg.Lossless || !p.untimed || p.resent
+	if !t.cfg.Lossless {
+		return true
+	}
+	// ack samples the oldest timed packet the ACK retires: a burst
+	// acknowledged in pieces has its timed packets (one in 16) behind
+	// untimed ones.
+	for i := range int(ack - t.acked) {
+		if p := &t.pkts[i]; !p.untimed || p.resent {
+			return true
+		}
+	}
+	return false
 }
 
 // AckUntimed is Ack without the time, where AckNeedsClock says it may be.
@@ -444,6 +456,16 @@ func (t *Tx) ack(ack uint32, now int64, timed bool) bool {
 	case p.resent && !p.again && p.firstAt != 0 && t.minRTT > 0 && now-p.sentAt < t.minRTT/2:
 		t.sample(now-p.firstAt, p.alone && len(t.pkts) == 1)
 		t.spurious++
+	case p.untimed:
+		// On a lossless medium one packet in 16 is timed: take the oldest
+		// timed one this ACK retires, or a stream acknowledged in pieces
+		// (window/8 at a time) would never teach the round trip.
+		for i := 1; i < n; i++ {
+			if q := &t.pkts[i]; !q.untimed && !q.resent {
+				t.sample(now-q.sentAt, false)
+				break
+			}
+		}
 	}
 	for i := range n {
 		if t.pkts[i].lost != 0 {
