@@ -984,8 +984,9 @@ func (e *endpoint) drive() {
 const yieldNs = 8_000_000
 
 // yieldCheck is how many calls go by between two looks at the clock for
-// reschedule: a spinning caller's 256 calls take tens of µs, and one
-// making 25,000 calls a second still passes within sysmon's 10 ms.
+// reschedule: a spinning caller's 256 calls take tens of µs. One making
+// fewer than about 130,000 calls a second may pass later than sysmon's
+// 10 ms, which costs it what every caller paid before (sysmon's retake).
 const yieldCheck = 256
 
 // reschedule passes the caller's goroutine through the scheduler when
