@@ -4,25 +4,22 @@ import "sync"
 
 // frames is a stack of frame buffers of one capacity for reuse: the most
 // recently released comes back first, while it is still in the cache, and
-// steady traffic allocates nothing.
+// steady traffic allocates nothing. It is ownedFrames under a lock, for
+// ports whose own goroutines take and release buffers too.
 type frames struct {
-	mu   sync.Mutex
-	size int // capacity of every buffer
-	max  int // buffers kept at most
-	free [][]byte
+	mu sync.Mutex
+	ownedFrames
 }
 
 // get returns an empty buffer of capacity size.
 func (fs *frames) get() []byte {
 	fs.mu.Lock()
-	if n := len(fs.free); n > 0 {
-		f := fs.free[n-1]
-		fs.free = fs.free[:n-1]
-		fs.mu.Unlock()
-		return f
-	}
+	f := fs.pop()
 	fs.mu.Unlock()
-	return make([]byte, 0, fs.size)
+	if f == nil {
+		f = make([]byte, 0, fs.size)
+	}
+	return f
 }
 
 // put keeps f for reuse if it is one of ours and there is room.
@@ -31,9 +28,7 @@ func (fs *frames) put(f []byte) {
 		return
 	}
 	fs.mu.Lock()
-	if len(fs.free) < fs.max {
-		fs.free = append(fs.free, f[:0])
-	}
+	fs.ownedFrames.put(f)
 	fs.mu.Unlock()
 }
 
@@ -52,11 +47,20 @@ type ownedFrames struct {
 	free [][]byte
 }
 
+// pop takes the most recently kept buffer, or nil when none is kept.
+func (fs *ownedFrames) pop() []byte {
+	n := len(fs.free)
+	if n == 0 {
+		return nil
+	}
+	f := fs.free[n-1]
+	fs.free = fs.free[:n-1]
+	return f
+}
+
 // get returns an empty buffer of capacity size.
 func (fs *ownedFrames) get() []byte {
-	if n := len(fs.free); n > 0 {
-		f := fs.free[n-1]
-		fs.free = fs.free[:n-1]
+	if f := fs.pop(); f != nil {
 		return f
 	}
 	return make([]byte, 0, fs.size)

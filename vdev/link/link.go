@@ -61,7 +61,7 @@ type Hub struct {
 // NewHub makes an in-memory medium carrying frames of up to mtu bytes, with
 // depth frames queued per port before senders see ErrFull.
 func NewHub(mtu, depth int) *Hub {
-	return &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}, frames: frames{size: mtu, max: 4 * depth}}
+	return &Hub{mtu: mtu, depth: depth, ports: map[[6]byte]*hubPort{}, frames: frames{ownedFrames: ownedFrames{size: mtu, max: 4 * depth}}}
 }
 
 // Attach adds a port with the given MAC.
