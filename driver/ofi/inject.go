@@ -119,9 +119,6 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 		q.since++
 		q.sinceBytes += uint64(n)
 	}
-	if q.head > 0 && q.head == len(q.ents) {
-		q.ents, q.head = q.ents[:0], 0
-	}
 	q.ents = append(q.ents, injEnt{seq: seq, at: at, n: uint64(n)})
 	q.bytes += uint64(n)
 	s.held++
