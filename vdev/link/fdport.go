@@ -697,12 +697,10 @@ func (p *fdPort) armWatch(on bool) {
 		return
 	}
 	defer p.release()
+	ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(p.fd)} // off: disarmed whether or not it fired
 	if on {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(p.fd)}
-		_ = unix.EpollCtl(p.watchEp, unix.EPOLL_CTL_MOD, p.fd, &ev)
-		return
+		ev.Events |= unix.EPOLLIN
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(p.fd)} // disarmed whether or not it fired
 	_ = unix.EpollCtl(p.watchEp, unix.EPOLL_CTL_MOD, p.fd, &ev)
 }
 
