@@ -93,6 +93,7 @@ type Driver struct {
 	runPause  pauser      // run's Drive(false) for a driver coming back soon, if it has one
 	frames    frameWaiter // run's blocking wait for a frame, if its port has one
 	arms      armCount    // ArmInterrupt's callers (armwait.go)
+	held      bool        // PostMore published commands nothing has sent yet
 }
 
 // frameWaiter is a Runner whose driver can block on its port for the
@@ -233,8 +234,40 @@ func (d *Driver) Counter(c uapi.Counter) uint64 { return d.r.Counter(c) }
 // frames wake while nobody drives the device), so a post costs the same
 // with hundreds outstanding as alone. A full queue gets a full pass
 // first: the acknowledgements it takes in are what free the queue.
-func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
+func (d *Driver) Post(c *uapi.Desc) (uint64, error) { return d.post(c, false) }
+
+// PostMore publishes c as Post does but sends nothing yet (verbs' post
+// list, libfabric's FI_MORE): the command waits for the next Post, Ring,
+// WaitTail, Wait or Progress, which send it with everything held before
+// it. A burst posted this way pays one device pass (or one doorbell look)
+// for all its commands instead of one each, and the pass finds them all
+// at once. A caller that posts more must end the burst with one of those
+// calls: until then its commands may not leave.
+func (d *Driver) PostMore(c *uapi.Desc) (uint64, error) { return d.post(c, true) }
+
+// Ring sends the commands PostMore held, as Post would have after each:
+// a send-only pass of a device this thread runs, or the doorbell of a
+// sleeping device. It does nothing when nothing is held.
+func (d *Driver) Ring() error {
+	if !d.held {
+		return nil
+	}
+	d.held = false
+	return d.send(true)
+}
+
+// post publishes c and, unless more, sends it and any commands held
+// before it (send).
+func (d *Driver) post(c *uapi.Desc, more bool) (uint64, error) {
 	if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
+		if d.held {
+			// What we held is what fills the queue: it must leave
+			// before any of it can complete and free a slot.
+			d.held = false
+			if err := d.send(true); err != nil {
+				return 0, err
+			}
+		}
 		d.cmdHead = d.r.Load64(uapi.RegCmdqHead)
 		if d.cmdTail-d.cmdHead >= d.g.CmdqEntries && d.run != nil {
 			d.run.Poll()
@@ -262,20 +295,39 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 		d.r.WriteDesc(slot, c, idx) // publishes it
 		d.r.Store64(uapi.RegCmdqTail, d.cmdTail)
 	}
-	if d.runPost != nil {
-		d.runPost.PollPost() // run to completion: the command leaves now, on our thread
+	if more {
+		d.held = true
 		return idx, nil
+	}
+	batch := d.held
+	d.held = false
+	return idx, d.send(batch)
+}
+
+// maxPostPasses bounds the send-only passes one post runs for a batch
+// (PostMore): 64 commands of one packet each at 8 packets a pass.
+const maxPostPasses = 8
+
+// send makes the device take what was published: a send-only pass of a
+// device this thread runs, or the doorbell of a sleeping one.
+func (d *Driver) send(batch bool) error {
+	if d.runPost != nil {
+		// Run to completion: the commands leave now, on our thread. A
+		// pass sends a destination at most a burst of packets; a batch's
+		// passes go on while they send, until the link or the windows
+		// stop them (the wait that follows sends the rest).
+		for i := 1; d.runPost.PollPost() && batch && i < maxPostPasses; i++ {
+		}
+		return nil
 	}
 	if d.run != nil {
 		d.run.Poll()
-		return idx, nil
+		return nil
 	}
 	if d.r.Load64(uapi.RegDevSleep) != 0 {
-		if err := d.Kick(); err != nil {
-			return idx, err
-		}
+		return d.Kick()
 	}
-	return idx, nil
+	return nil
 }
 
 // Progress runs one pass of a device embedded in this process when the
@@ -286,8 +338,10 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 // spinning one.
 func (d *Driver) Progress() bool {
 	if d.run == nil {
+		d.Ring()
 		return false
 	}
+	d.held = false // the pass takes them
 	return d.run.Poll()
 }
 
@@ -428,7 +482,17 @@ func (d *Driver) DiscardStatuses() uint64 {
 // It fails with ErrDeviceStopped or ErrDeviceStale if the device goes away,
 // and ErrTimeout after timeoutNs (0: no limit).
 func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
-	if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
+	held := d.held
+	if held && d.run == nil {
+		if err := d.Ring(); err != nil {
+			return 0, err
+		}
+		held = false
+	}
+	// Commands PostMore held for a device we run leave in the loop's
+	// passes, driven: the first look takes them.
+	d.held = false
+	if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead && !held {
 		return t, nil
 	}
 	if d.run != nil {

@@ -1,0 +1,93 @@
+package driver_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev"
+)
+
+// PostMore holds its commands until the next call that sends (Ring, a
+// wait): nothing leaves while they are held, then all of them do, and
+// each completes with its own status in posting order, its bytes intact at
+// the receiver. Both with run to completion (the poster's pass sends
+// them) and with a sleeping engine (the doorbell does).
+func TestPostMoreSendsWithTheNextCall(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rtc  bool
+		ring bool // Ring explicitly (else the wait sends them)
+	}{{"run-to-completion/Ring", true, true}, {"run-to-completion/wait", true, false}, {"doorbell/wait", false, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.rtc {
+				t.Setenv("DIMMNET_RUN_TO_COMPLETION", "0")
+			}
+			postMore(t, c.ring)
+		})
+	}
+}
+
+func postMore(t *testing.T, ring bool) {
+	const n = 32
+	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := driver.Open(driver.InProcessDevice(l.Devices[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	end := time.Now().Add(10 * time.Second)
+	for a.Region().Load64(uapi.RegDevSleep) == 0 {
+		if time.Now().After(end) {
+			t.Fatal("the idle engine never slept")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	src := make([]byte, 8*n)
+	for i := range src {
+		src[i] = byte(3*i + 1)
+	}
+	a.CopyIn(0, src)
+	cmds := a.Counter(uapi.CtrCmds)
+	for i := range n {
+		if _, err := a.PostMore(&uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
+			LocalAddr: uint64(8 * i), RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if got := a.Counter(uapi.CtrCmds); got != cmds {
+		t.Fatalf("the device took %d held commands before anything sent them", got-cmds)
+	}
+	if ring {
+		if err := a.Ring(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		st, err := a.Wait(5e9)
+		if err != nil || st.Type != uapi.StDone || st.Cookie != uint64(i) {
+			t.Fatalf("status %d: %v, %v; want DONE of cookie %d", i, st, err, i)
+		}
+	}
+	for i := range n {
+		st, err := b.Wait(5e9)
+		if err != nil || st.Type != uapi.StPUSH || st.Addr != uint64(4096+8*i) || st.Length != 8 {
+			t.Fatalf("receive status %d: %v, %v", i, st, err)
+		}
+	}
+	if got := b.LinkMem()[4096 : 4096+8*n]; !bytes.Equal(got, src) {
+		t.Fatalf("received %x, sent %x", got, src)
+	}
+}
