@@ -11,8 +11,9 @@ import (
 )
 
 // PostMore holds its commands until the next call that sends (Ring, a
-// wait): nothing leaves while they are held, then all of them do, and
-// each completes with its own status in posting order, its bytes intact at
+// wait): nothing leaves while they are held, then all of them do, in
+// fewer frames than commands (one pass finds them together), and each
+// completes with its own status in posting order, its bytes intact at
 // the receiver. Both with run to completion (the poster's pass sends
 // them) and with a sleeping engine (the doorbell does).
 func TestPostMoreSendsWithTheNextCall(t *testing.T) {
@@ -59,7 +60,7 @@ func postMore(t *testing.T, ring bool) {
 		src[i] = byte(3*i + 1)
 	}
 	a.CopyIn(0, src)
-	cmds := a.Counter(uapi.CtrCmds)
+	cmds, pkts := a.Counter(uapi.CtrCmds), a.Counter(uapi.CtrTxPkts)
 	for i := range n {
 		if _, err := a.PostMore(&uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
 			LocalAddr: uint64(8 * i), RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}); err != nil {
@@ -89,5 +90,8 @@ func postMore(t *testing.T, ring bool) {
 	}
 	if got := b.LinkMem()[4096 : 4096+8*n]; !bytes.Equal(got, src) {
 		t.Fatalf("received %x, sent %x", got, src)
+	}
+	if got := a.Counter(uapi.CtrTxPkts) - pkts; got >= n {
+		t.Fatalf("%d frames for %d commands posted together", got, n)
 	}
 }

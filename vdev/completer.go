@@ -67,7 +67,7 @@ func (d *Device) control(p *peer, h *wire.Header) {
 		// first, or the ACK completes its command as if it had succeeded
 		// (and a refused PULL never completes). Confirm every refusal
 		// NACK, repeats too: a lost confirmation makes the peer repeat it.
-		d.refused(p, h.Seq, uapi.Errno(c))
+		d.refused(p, h.Seq, uapi.Errno(c), h.Imm)
 		d.sendCtl(p, wire.TypeAck, h.Seq, p.tx.Epoch(), wire.FlagRefused)
 	}
 	// The cumulative ACK goes before what a NACK asks: a gap report, a
@@ -105,9 +105,22 @@ func (d *Device) control(p *peer, h *wire.Header) {
 // refused records that p refused our packet seq for good, with e: its
 // command fails (once its packets in flight are acknowledged, so it is
 // posted after nothing of it can still arrive), and sends nothing more.
-func (d *Device) refused(p *peer, seq uint32, e uapi.Errno) {
+// A PUSHB frame's refusal names its refused sub-messages in mask (none
+// named: all of them); the others were placed and complete with the ACK.
+func (d *Device) refused(p *peer, seq uint32, e uapi.Errno, mask uint64) {
 	i := int32(seq - p.tx.Acked() - 1)
-	if i < 0 || int(i) >= len(p.sent) || p.sent[i].j == nil {
+	if i < 0 || int(i) >= len(p.sent) {
+		return
+	}
+	if b := p.sent[i].batch; b != nil {
+		for k, j := range b {
+			if (mask == 0 || mask&(1<<k) != 0) && j.err == uapi.EOK && !j.finished {
+				j.err = e
+			}
+		}
+		return
+	}
+	if p.sent[i].j == nil {
 		return
 	}
 	j := p.sent[i].j
@@ -134,6 +147,12 @@ func (d *Device) retire(p *peer, before uint32) {
 	k := int(acked - before)
 	if k > len(p.sent) {
 		k = len(p.sent)
+	}
+	for _, e := range p.sent[:k] {
+		if e.batch != nil {
+			clear(e.batch)
+			d.freeBatches = append(d.freeBatches, e.batch[:0])
+		}
 	}
 	clear(p.sent[:k])
 	p.sent = p.sent[:copy(p.sent, p.sent[k:])]

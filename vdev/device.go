@@ -123,6 +123,8 @@ type Device struct {
 	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
 	maxPayload                  uint32
+	freeBatches                 [][]*job // PUSHB job lists to reuse (newBatch)
+	batchBuf                    []byte   // a PUSHB payload being built (transmit)
 	parser                      *wire.Parser
 
 	// the device's own refusals of senders (RX_SPOOFED, RX_UNKNOWN_PEER),

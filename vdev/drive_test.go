@@ -19,12 +19,16 @@ type postPair struct {
 	now  int64
 }
 
-func newPostPair(t *testing.T, window int) *postPair {
+func newPostPair(t *testing.T, window int) *postPair { return newPostPairStatus(t, window, 0) }
+
+// newPostPairStatus is newPostPair with status rings of statusEntries
+// (0: the default).
+func newPostPairStatus(t *testing.T, window, statusEntries int) *postPair {
 	t.Helper()
 	pp := &postPair{now: 1 << 40}
 	hub := link.NewHub(4096+256, 256)
 	for i, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20, Window: window, Check: true})
+		d, err := New(Config{Node: n, RegionSize: 1 << 20, Window: window, StatusEntries: statusEntries, Check: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,12 @@ func FuzzRxFrame(f *testing.F) {
 	ip := wire.AppendFrame(nil, wire.NodeMAC(1), wire.NodeMAC(2), &wire.Header{Version: wire.Version1, Type: wire.TypeIPush,
 		Flags: wire.FlagFirst | wire.FlagLast | wire.FlagPktStatus | wire.FlagSeq, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 16}, make([]byte, 16))
 	f.Add(ip)
+	var subs []byte
+	for i, a := range []uint64{64, 1 << 40, 128} { // the second outside link memory: refused alone
+		subs = wire.AppendSub(subs, &wire.Sub{Addr: a, MsgID: uint32(i + 1), Len: 8, SrcProc: 32}, make([]byte, 8))
+	}
+	f.Add(wire.AppendFrame(nil, wire.NodeMAC(1), wire.NodeMAC(2), &wire.Header{Version: wire.Version1, Type: wire.TypePushBatch,
+		Flags: wire.FlagFirst | wire.FlagLast | wire.FlagSeq, SrcNode: 2, DstNode: 1, SrcProc: 32, Seq: 1, MsgLen: 3}, subs))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		d, _ := fuzzDevice(t)

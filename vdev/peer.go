@@ -40,13 +40,14 @@ type peer struct {
 	pullTimeouts int
 
 	// receiving
-	owedCtl    []ctl  // NACKs the link could not take yet
-	held       []byte // hold mode: the frame this peer sent that we cannot place yet
-	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
-	heldRF     bool   // hold mode: this peer's ring-full stall was counted
-	rfOwed     bool   // its RING_FULL status still waits for status ring room
-	rfAMT      uint16 // the ring that status names
-	msg        rxMsg  // the PUSH or IPUSH message of this peer in progress
+	owedCtl    []ctl   // NACKs the link could not take yet
+	held       []byte  // hold mode: the frame this peer sent that we cannot place yet
+	pagingHold bool    // its paging request was delivered: place nothing more until PAGE_DONE
+	heldRF     bool    // hold mode: this peer's ring-full stall was counted
+	rfOwed     bool    // its RING_FULL status still waits for status ring room
+	rfAMT      uint16  // the ring that status names
+	msg        rxMsg   // the PUSH or IPUSH message of this peer in progress
+	batch      rxBatch // the PUSHB frame of this peer placed in part (status ring full)
 	// refusals of this peer's packets (its current session) it has not
 	// confirmed taking (an ACK with flag Refused), oldest first: no ACK
 	// field to it passes one, and each is repeated when it resends
@@ -174,6 +175,7 @@ func (d *Device) evictStranger() bool {
 type refusal struct {
 	seq  uint32
 	code uint16
+	mask uint64 // PUSHB: the refused sub-messages (the NACK's Imm)
 }
 
 // maxRefusals bounds the refusals a receiver keeps per peer. A peer that
@@ -195,6 +197,7 @@ type sentPkt struct {
 	typ   wire.Type
 	flags wire.Flags // FlagUnordered, decided when the command started
 	j     *job
+	batch []*job // PUSHB: the whole PUSHes it carries, in posting order (j is nil)
 	r     *respJob
 	off   uint32
 	n     uint32
@@ -207,6 +210,7 @@ type ctl struct {
 	seq   uint32
 	code  uint16
 	flags wire.Flags
+	imm   uint64 // a PUSHB refusal's mask of refused sub-messages
 }
 
 // send frames a header and payload to p, piggybacking the cumulative ACK
@@ -311,4 +315,15 @@ func sendErrno(err error) uapi.Errno {
 		return uapi.EUnreachable
 	}
 	return uapi.EBadNode
+}
+
+// rxBatch is how far the receiver got with a PUSHB frame that the status
+// ring stopped (placeBatch): its sub-messages before next are placed or
+// refused (mask), and a retry of frame seq (held, or resent after a NACK)
+// goes on from there, so none is placed twice.
+type rxBatch struct {
+	seq   uint32
+	next  int
+	mask  uint64
+	valid bool
 }

@@ -463,3 +463,52 @@ func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, u
 	}
 	return delivered, 0
 }
+
+// placeBatch places an in-order PUSHB frame (wire.CheckBatch passed in
+// checkIntact): each sub-message in order, as a one-packet PUSH with its
+// fields would be: placed with its status, or refused (its bit set in
+// mask, the refusal NACK's Imm; code names the reason). A full status
+// ring stops it where it is, as it would stop the next of a stream of
+// PUSHes: what is placed stays placed, the frame is held or NACKed, and
+// its retry goes on from there (p.batch), so a batch of more messages
+// than the status ring holds is placed as the driver frees room.
+func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcome, code uapi.Errno, mask uint64) {
+	b := &p.batch
+	if !b.valid || b.seq != h.Seq {
+		if p.msg.open {
+			d.cutMsg(p) // a batch starts new messages: its sender gave up on the open one
+		}
+		*b = rxBatch{seq: h.Seq, valid: true}
+		d.count(uapi.CtrRxPkts, 1) // one frame; RX_PUSH counts its messages, as one-packet PUSHes
+	}
+	rest := payload
+	for i := range int(h.MsgLen) {
+		s, data, r, _ := wire.NextSub(rest)
+		rest = r
+		if i < b.next {
+			continue
+		}
+		if s.Addr%uapi.AddrAlign != 0 || !d.inWindow(s.Addr, s.Len) {
+			d.count(uapi.CtrRxBadAddr, 1)
+			b.mask |= 1 << i
+			b.next = i + 1
+			continue
+		}
+		if !d.statusRoom(1) {
+			d.noteStatusFull()
+			return statusFull, 0, 0
+		}
+		copy(d.lm[s.Addr:], data)
+		d.count(uapi.CtrRxBytes, uint64(s.Len))
+		d.count(uapi.CtrRxPush, 1)
+		d.postStatus(&uapi.Status{Type: uapi.StPUSH, SrcNode: h.SrcNode, SrcProc: s.SrcProc, MsgID: s.MsgID, Imm: s.Imm,
+			Length: s.Len, Addr: s.Addr, Flags: uapi.StFlagLast | uapi.StFlagFirst})
+		b.next = i + 1
+	}
+	mask = b.mask
+	*b = rxBatch{}
+	if mask != 0 {
+		return refused, uapi.ERemoteAddr, mask
+	}
+	return delivered, 0, 0
+}

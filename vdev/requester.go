@@ -322,6 +322,16 @@ func (d *Device) advance(p *peer) bool {
 		if !p.tx.Room() {
 			return busy // more next pass: the receive side runs in between, keeping frames cache-hot
 		}
+		if d.tcfg.Lossless && batchable(j) && p.pkz+1 < len(p.q) && batchable(p.q[p.pkz+1]) {
+			sent, stop := d.coalesce(p)
+			busy = busy || sent
+			if stop {
+				return busy
+			}
+			if sent {
+				continue
+			}
+		}
 		if !j.started {
 			j.started, j.unordered = true, d.mayReorder(p, j)
 		}
@@ -370,6 +380,77 @@ func (d *Device) advance(p *peer) bool {
 	return busy
 }
 
+// maxSubLen is the largest PUSH a PUSHB frame carries: small messages,
+// whose cost is the frame and not the bytes (a large one's payload
+// crosses by reference on the shared-memory link instead).
+const maxSubLen = 512
+
+// batchable reports whether j can travel in a PUSHB frame: a whole
+// one-packet PUSH not yet started, asking for no per-packet status and
+// not LMMC's tagged write.
+func batchable(j *job) bool {
+	return j.desc.Opcode == uapi.OpPUSH && j.desc.Flags&^uapi.FlagSignal == 0 && !j.started && j.desc.Length <= maxSubLen
+}
+
+// coalesce sends the batchable commands at p's packetizing position, as
+// many as one PUSHB frame holds (at least two), under one sequence
+// number: on a lossless medium a stream of small PUSHes pays one frame,
+// one ring slot and one ACK'd packet for a batch instead of one each
+// (docs/design.md, "Where a stream of 8-byte messages is bound"). sent:
+// a frame left; stop: the link refused it (advance stops, as for any
+// packet), or failed the peer.
+func (d *Device) coalesce(p *peer) (sent, stop bool) {
+	k, size, bytes := 0, 0, uint32(0)
+	for p.pkz+k < len(p.q) && k < wire.MaxSubs {
+		x := p.q[p.pkz+k]
+		sz := wire.SubSize(x.desc.Length)
+		if !batchable(x) || size+sz > int(d.maxPayload) {
+			break
+		}
+		size += sz
+		bytes += x.desc.Length
+		k++
+	}
+	if k < 2 {
+		return false, false
+	}
+	b := d.newBatch()
+	b = append(b, p.q[p.pkz:p.pkz+k]...)
+	e := sentPkt{typ: wire.TypePushBatch, batch: b, n: bytes, last: true}
+	seq := p.tx.Next()
+	if err := d.transmit(p, &e, seq, false); err != nil {
+		d.freeBatches = append(d.freeBatches, b[:0])
+		if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
+			d.failPeer(p, sendErrno(err))
+			return true, true
+		}
+		d.blocked(p)
+		return false, true
+	}
+	if p.tx.NeedsClock() {
+		p.tx.Sent(d.now())
+	} else {
+		p.tx.SentUntimed()
+	}
+	p.sent = append(p.sent, e)
+	for _, j := range b {
+		j.started, j.off = true, j.desc.Length
+		d.packetized(p, seq)
+	}
+	return true, false
+}
+
+// newBatch is an empty PUSHB job list from the free list (retire gives
+// them back), so a stream of batches allocates nothing.
+func (d *Device) newBatch() []*job {
+	if n := len(d.freeBatches); n > 0 {
+		b := d.freeBatches[n-1]
+		d.freeBatches = d.freeBatches[:n-1]
+		return b
+	}
+	return make([]*job, 0, wire.MaxSubs)
+}
+
 // blocked handles a new packet to p refused by a full link: a link that
 // stays full for a timeout counts as one (see transport.Tx.Blocked).
 func (d *Device) blocked(p *peer) {
@@ -400,7 +481,22 @@ func (d *Device) packetized(p *peer, lastSeq uint32) {
 func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	h := wire.Header{Version: wire.Version1, Type: e.typ, Flags: wire.FlagSeq | e.flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Offset: e.off, Code: p.tx.Epoch()}
 	var payload []byte
-	if j := e.j; j != nil {
+	if e.batch != nil {
+		// Each sub-message as its own one-packet PUSH would carry it;
+		// the header names the sender and the count.
+		h.SrcProc, h.MsgLen = e.batch[0].desc.SrcProc, uint32(len(e.batch))
+		buf := d.batchBuf[:0]
+		for _, j := range e.batch {
+			c := &j.desc
+			s := wire.Sub{Addr: c.RemoteAddr, Imm: c.Imm, MsgID: j.msgID, Len: c.Length, SrcProc: c.SrcProc}
+			if c.Flags&uapi.FlagSignal != 0 {
+				s.Flags = wire.FlagSignal
+			}
+			buf = wire.AppendSub(buf, &s, d.lm[c.LocalAddr:c.LocalAddr+uint64(c.Length)])
+		}
+		d.batchBuf = buf
+		payload = buf
+	} else if j := e.j; j != nil {
 		c := &j.desc
 		h.SrcProc, h.DstProc, h.MsgID, h.MsgLen, h.Imm = c.SrcProc, c.DstProc, j.msgID, c.Length, c.Imm
 		if c.Flags&uapi.FlagPktStatus != 0 {
@@ -458,7 +554,7 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	// shared-memory link): there the frame carries what the memory held
 	// when it was copied, as a copy into a frame buffer would, one copy
 	// sooner (1 MiB PULLs over shared memory ran at half a PUSH's rate).
-	gather := !resend && (e.j != nil || !d.crc && d.backlog == nil && e.r.val == nil)
+	gather := !resend && (e.j != nil || e.r != nil && !d.crc && d.backlog == nil && e.r.val == nil)
 	if err := d.send(p, &h, payload, gather); err != nil {
 		return err
 	}

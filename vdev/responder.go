@@ -244,6 +244,9 @@ func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
 // checksums every frame carries one: a frame without one had its CRC flag
 // flipped on the way, and nothing else of it is known intact.
 func (d *Device) checkIntact(fr *rxFrame, err error) rxVerdict {
+	if err == nil && fr.h.Type == wire.TypePushBatch {
+		err = wire.CheckBatch(fr.h, fr.payload) // its sub-messages' framing: counted malformed and dropped
+	}
 	if err == nil && (!d.crc || fr.h.Flags&wire.FlagCRC != 0) {
 		return rxNext
 	}
@@ -413,13 +416,20 @@ func (d *Device) hold(fr *rxFrame) {
 // status ring is full, when it is NACKed or held as RING_FULL_MODE says.
 func (d *Device) deliver(fr *rxFrame) rxVerdict {
 	p, h := fr.p, fr.h
-	out, code := d.place(p, h, fr.payload)
+	var out outcome
+	var code uapi.Errno
+	var mask uint64
+	if h.Type == wire.TypePushBatch {
+		out, code, mask = d.placeBatch(p, h, fr.payload)
+	} else {
+		out, code = d.place(p, h, fr.payload)
+	}
 	switch out {
 	case delivered, discarded:
 		p.rx.Accept(d.pass)
 	case refused:
 		p.rx.Accept(d.pass)
-		d.refuse(p, h.Seq, uint16(code)) // consumes seq: the NACK's ACK field covers it
+		d.refuse(p, h.Seq, uint16(code), mask) // consumes seq: the NACK's ACK field covers it
 	case ringFull, statusFull:
 		if d.r.Load64(uapi.RegRingFullMode) == uapi.RingFullNACK {
 			if out == ringFull {
@@ -473,6 +483,7 @@ func (d *Device) cutSession(p *peer) {
 	if p.msg.open {
 		d.cutMsg(p)
 	}
+	p.batch = rxBatch{} // a held PUSHB's placed part stays; its rest is the old session's
 	if p.held != nil {
 		d.port.Release(p.held)
 		p.held = nil
@@ -584,12 +595,12 @@ func (d *Device) serveResponses() bool {
 // refuse records that p's packet seq (just consumed) is refused with
 // code, and sends the refusal NACK. The refusal is kept, holding back
 // every other ACK field, until p confirms it (confirmRefusal).
-func (d *Device) refuse(p *peer, seq uint32, code uint16) {
+func (d *Device) refuse(p *peer, seq uint32, code uint16, mask uint64) {
 	if len(p.refusals) >= maxRefusals {
 		p.refusals = append(p.refusals[:0], p.refusals[1:]...)
 	}
-	p.refusals = append(p.refusals, refusal{seq, code})
-	d.sendCtl(p, wire.TypeNack, seq, code, 0)
+	p.refusals = append(p.refusals, refusal{seq, code, mask})
+	d.sendCtlImm(p, wire.TypeNack, seq, code, 0, mask)
 }
 
 // repeatRefusals sends p's unconfirmed refusals again, once per engine
@@ -601,8 +612,8 @@ func (d *Device) repeatRefusals(p *peer) {
 	}
 	p.refusalPass = d.pass
 	for _, r := range p.refusals {
-		if !slices.Contains(p.owedCtl, ctl{wire.TypeNack, r.seq, r.code, 0}) {
-			d.sendCtl(p, wire.TypeNack, r.seq, r.code, 0)
+		if !slices.Contains(p.owedCtl, ctl{wire.TypeNack, r.seq, r.code, 0, r.mask}) {
+			d.sendCtlImm(p, wire.TypeNack, r.seq, r.code, 0, r.mask)
 		}
 	}
 }
@@ -637,8 +648,14 @@ func heldAck(p *peer, h *wire.Header, ack uint32) uint32 {
 // full: a lost refusal NACK would let the next cumulative ACK complete the
 // refused command as if it had succeeded.
 func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) {
+	d.sendCtlImm(p, typ, seq, code, flags, 0)
+}
+
+// sendCtlImm is sendCtl for a frame that carries Imm: a PUSHB refusal's
+// mask of refused sub-messages.
+func (d *Device) sendCtlImm(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags, imm uint64) {
 	if len(p.owedCtl) == 0 {
-		err := d.sendAck(p, typ, seq, code, flags)
+		err := d.sendAck(p, typ, seq, code, flags, imm)
 		if err == nil {
 			return
 		}
@@ -647,7 +664,7 @@ func (d *Device) sendCtl(p *peer, typ wire.Type, seq uint32, code uint16, flags 
 			return
 		}
 	}
-	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code, flags})
+	p.owedCtl = append(p.owedCtl, ctl{typ, seq, code, flags, imm})
 	d.owed++
 }
 
@@ -657,7 +674,7 @@ func (d *Device) flushOwed() bool {
 	for _, p := range d.peerList {
 		for len(p.owedCtl) > 0 {
 			c := p.owedCtl[0]
-			if err := d.sendAck(p, c.typ, c.seq, c.code, c.flags); err != nil {
+			if err := d.sendAck(p, c.typ, c.seq, c.code, c.flags, c.imm); err != nil {
 				if errors.Is(err, link.ErrFull) {
 					return busy
 				}
@@ -674,8 +691,8 @@ func (d *Device) flushOwed() bool {
 // sendAck sends a standalone ACK or NACK to p. A gap NACK (and any ACK
 // while packets are missing) says what is missing: the SACK bitmap in Imm,
 // the highest number received in Addr.
-func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags) error {
-	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code}
+func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags wire.Flags, imm uint64) error {
+	h := wire.Header{Version: wire.Version1, Type: typ, Flags: flags, SrcNode: d.node, DstNode: p.node, Seq: seq, Code: code, Imm: imm}
 	plain := typ == wire.TypeAck && flags&(wire.FlagHold|wire.FlagRefused) == 0 || typ == wire.TypeNack && code == wire.NackSeqErr
 	switch gap, expect, hi, sack := p.rx.Gap(); {
 	case plain && gap:
@@ -715,7 +732,7 @@ func (d *Device) flushAcks(burst bool) {
 		if !p.rx.AckWanted(d.pass, burst, d.ackEvery()) {
 			continue
 		}
-		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0); {
+		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0, 0); {
 		case err == nil:
 			p.rx.AckSent(true) // also a bare ACK (nothing accepted yet): never resend it every pass
 		case !errors.Is(err, link.ErrFull):

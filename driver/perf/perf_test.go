@@ -59,7 +59,8 @@ func pair(t *testing.T, medium string, maxSize int, verify bool) (*Pair, [2]*dri
 // in both conditions, and checks what arrived: every ping-pong payload
 // verified byte for byte on both sides, every streamed message copied
 // out and compared (hostcopy), and the devices' placed-packet counters
-// moved by at least the messages the records count.
+// moved by at least the messages the records count (statuses: on mem and
+// shm a PUSHB frame places several messages).
 func TestPatterns(t *testing.T) {
 	for _, medium := range []string{"mem", "shm"} {
 		t.Run(medium, func(t *testing.T) {
@@ -78,12 +79,12 @@ func TestPatterns(t *testing.T) {
 								}
 								name := fmt.Sprintf("%s/%s/%s/%d/bidir=%v", pat, op, cond, size, bidir)
 								sp := Spec{Pattern: pat, Op: op, Cond: cond, Size: size, Window: 16, Bidir: bidir, Time: 20 * time.Millisecond, Check: true}
-								rx := ds[1].Counter(uapi.CtrRxPkts) + ds[0].Counter(uapi.CtrRxPkts)
+								rx := ds[1].Counter(uapi.CtrStatusWritten) + ds[0].Counter(uapi.CtrStatusWritten)
 								r, err := p.Session.Measure(sp)
 								if err != nil {
 									t.Fatalf("%s: %v", name, err)
 								}
-								placed := ds[1].Counter(uapi.CtrRxPkts) + ds[0].Counter(uapi.CtrRxPkts) - rx
+								placed := ds[1].Counter(uapi.CtrStatusWritten) + ds[0].Counter(uapi.CtrStatusWritten) - rx
 								checkRecord(t, name, sp, r, placed)
 							}
 						}
@@ -109,7 +110,7 @@ func checkRecord(t *testing.T, name string, sp Spec, r Record, placed uint64) {
 			t.Errorf("%s: tails out of order: %+v", name, r)
 		}
 		if placed < uint64(2*r.Iters) {
-			t.Errorf("%s: devices placed %d packets for %d round trips", name, placed, r.Iters)
+			t.Errorf("%s: devices wrote %d statuses for %d round trips", name, placed, r.Iters)
 		}
 	default:
 		if r.Window != sp.Window || r.Iters%sp.Window != 0 || r.MBps <= 0 || r.MsgsPerS <= 0 {
@@ -120,7 +121,7 @@ func checkRecord(t *testing.T, name string, sp Spec, r Record, placed uint64) {
 			msgs *= 2
 		}
 		if placed < uint64(msgs) {
-			t.Errorf("%s: devices placed %d packets for %d messages", name, placed, msgs)
+			t.Errorf("%s: devices wrote %d statuses for %d messages", name, placed, msgs)
 		}
 		// hostcopy receivers compared every message, the calibration's
 		// and warm-up's too

@@ -70,7 +70,7 @@ func InitiateStream(a *Side, sp StreamSpec) (StreamResult, error) {
 			start = monotime.Now()
 		}
 		for i := 0; i < sp.Window; i++ {
-			if err := a.sendAt(sp.Mode, sp.Size, a.l.src); err != nil {
+			if err := a.sendMore(sp.Mode, sp.Size, a.l.src, true); err != nil {
 				return r, err
 			}
 		}
@@ -109,7 +109,7 @@ func RespondStream(b *Side, sp StreamSpec) (checked int, err error) {
 	for w := 0; w < sp.Warm+sp.Windows; w++ {
 		if sp.Bidir {
 			for i := 0; i < sp.Window; i++ {
-				if err := b.sendAt(sp.Mode, sp.Size, b.l.src); err != nil {
+				if err := b.sendMore(sp.Mode, sp.Size, b.l.src, true); err != nil {
 					return checked, err
 				}
 			}
@@ -141,17 +141,25 @@ func (sp StreamSpec) valid(s *Side) error {
 }
 
 // sendAt posts one n-byte message from link address src (see send).
-func (s *Side) sendAt(mode string, n int, src uint64) error {
+func (s *Side) sendAt(mode string, n int, src uint64) error { return s.sendMore(mode, n, src, false) }
+
+// sendMore is sendAt for a window's messages, posted with more
+// (driver.PostMore): the window's commands leave together in the passes
+// of the wait that follows it, as a window of verbs' post list does.
+func (s *Side) sendMore(mode string, n int, src uint64, more bool) error {
+	c := uapi.Desc{Opcode: uapi.OpPUSH, DstNode: s.Peer, SrcProc: s.D.GPID(), Length: uint32(n), LocalAddr: src, RemoteAddr: s.l.dst}
+	if mode != ModePush {
+		c = uapi.Desc{Opcode: uapi.OpIPUSH, DstNode: s.Peer, DstProc: uapi.GPID(s.Peer, 0), SrcProc: s.D.GPID(), Length: uint32(n), LocalAddr: src}
+	}
+	post := s.D.Post
+	if more {
+		post = s.D.PostMore
+	}
 	for {
 		if err := s.stoppedErr("sending", n); err != nil {
 			return err
 		}
-		var err error
-		if mode == ModePush {
-			_, err = s.D.Push(s.Peer, src, s.l.dst, uint32(n), 0, 0)
-		} else {
-			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), src, uint32(n), 0, 0, 0)
-		}
+		_, err := post(&c)
 		if err == nil || !isQueueFull(err) {
 			return err
 		}

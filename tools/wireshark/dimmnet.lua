@@ -40,6 +40,7 @@ local types = {
     [8] = "HELLO",
     [9] = "FADD8",
     [10] = "CAS8",
+    [11] = "PUSHB",
 }
 local TYPE = {
     PUSH = 1,
@@ -52,6 +53,7 @@ local TYPE = {
     HELLO = 8,
     FADD8 = 9,
     CAS8 = 10,
+    PUSHB = 11,
 }
 
 -- Flag bits (wire.FlagDocs), lowest first, and masks by name.
@@ -140,6 +142,21 @@ local fields = {
 local F = {}
 for _, fd in ipairs(fields) do F[fd.key] = fd end
 
+-- PUSHB sub-header fields (wire.SubFields) in wire order; SF[key] finds one.
+local SUB_LEN = 32
+local MAX_SUBS = 64
+local subfields = {
+    { key = "addr", off = 0, size = 8 },
+    { key = "imm", off = 8, size = 8 },
+    { key = "msg_id", off = 16, size = 4 },
+    { key = "len", off = 20, size = 4 },
+    { key = "src_proc", off = 24, size = 4 },
+    { key = "flags", off = 28, size = 2 },
+    { key = "reserved", off = 30, size = 2 },
+}
+local SF = {}
+for _, fd in ipairs(subfields) do SF[fd.key] = fd end
+
 -- Protocol fields: the header fields, one boolean per flag bit, and
 -- what the dissector derives. pf[key] finds one.
 local pf, pflist = {}, {}
@@ -165,6 +182,13 @@ field("imm", ProtoField.uint64("dimmnet.imm", "Immediate", base.HEX, nil, nil, "
 field("code", ProtoField.uint16("dimmnet.code", "Code", base.DEC, nil, nil, "HELLO: the handshake step; NACK: why (see NACK codes); with flag Seq: the sender's session epoch, whose change restarts the expected sequence number at 1; ACK with flag Refused: the epoch of the session whose packet Seq was refused; otherwise 0"))
 field("tag", ProtoField.uint16("dimmnet.tag", "Tag", base.DEC, nil, nil, "with flag Tagged: the LMMC port whose link page frames a PUSH must land in (such a PUSH carries no Ack); otherwise, once the sender has received a packet of the receiver's sending session: that session's epoch (the Code of its packets), which Ack, and a NACK's or Hold ACK's Seq, Addr and Imm, refer to; the receiver ignores them when it is not its current session's, since a new session numbers from 1 again; otherwise 0"))
 field("checksum", ProtoField.uint32("dimmnet.checksum", "Checksum", base.HEX, nil, nil, "with flag CRC: CRC32C of the header (this field as zero) and the payload; otherwise meaningless"))
+field("sub.addr", ProtoField.uint64("dimmnet.sub.addr", "Address", base.HEX, nil, nil, "link-memory address of the message's first byte at the receiver"))
+field("sub.imm", ProtoField.uint64("dimmnet.sub.imm", "Immediate", base.HEX, nil, nil, "an operand delivered in the receive status"))
+field("sub.msg_id", ProtoField.uint32("dimmnet.sub.msg_id", "Message id", base.DEC, nil, nil, "identifies the message among the sender's"))
+field("sub.len", ProtoField.uint32("dimmnet.sub.len", "Length", base.DEC, nil, nil, "the message's bytes, which follow the sub-header (padded to a multiple of 8); at least 1"))
+field("sub.src_proc", ProtoField.uint32("dimmnet.sub.src_proc", "Source process", base.DEC, nil, nil, "global process id of the sender"))
+field("sub.flags", ProtoField.uint16("dimmnet.sub.flags", "Flags", base.HEX, nil, nil, "only Signal (the sender wants a completion for this message); others make the frame malformed"))
+field("sub.reserved", ProtoField.uint16("dimmnet.sub.reserved", "Reserved", base.HEX, nil, nil, "sent as 0"))
 field("flags.pkt_status", ProtoField.bool("dimmnet.flags.pkt_status", "PktStatus", 16, nil, 0x0001, "per-packet receive status requested"))
 field("flags.last", ProtoField.bool("dimmnet.flags.last", "Last", 16, nil, 0x0002, "last packet of the message"))
 field("flags.first", ProtoField.bool("dimmnet.flags.first", "First", 16, nil, 0x0004, "first packet of the message"))
@@ -183,6 +207,8 @@ field("nack_code", ProtoField.uint16("dimmnet.nack_code", "NACK code", base.DEC,
 field("sack.seq", ProtoField.uint32("dimmnet.sack.seq", "Selectively acked", base.DEC, nil, nil, "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)"))
 field("checksum.status", ProtoField.uint8("dimmnet.checksum.status", "Checksum status", base.DEC, { [0] = "Bad", [1] = "Good", [2] = "Unverified" }, nil, "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)"))
 field("payload", ProtoField.bytes("dimmnet.payload", "Payload", base.NONE, "the PayloadLen payload bytes"))
+field("sub", ProtoField.uint8("dimmnet.sub", "Sub-message", base.DEC, nil, nil, "PUSHB: one per sub-message whose framing parses (as a receiver checks it), numbered from 0 (the bit of a refusal NACK's Imm that names it)"))
+field("sub.data", ProtoField.bytes("dimmnet.sub.data", "Data", base.NONE, "PUSHB: a sub-message's Len bytes"))
 field("auth.counter", ProtoField.uint64("dimmnet.auth.counter", "Frame counter", base.DEC, nil, nil, "with flag Auth: the trailer's frame counter, the nonce of the tag under the session's key; a receiver takes each counter once"))
 field("auth.tag", ProtoField.bytes("dimmnet.auth.tag", "Authentication tag", base.NONE, "with flag Auth: AES-GMAC (HELLO: HMAC-SHA256, first 16 bytes) over the frame and the counter; the dissector cannot check it without the key"))
 -- END GENERATED tables
@@ -259,6 +285,32 @@ local function runs(seqs, sep)
         i = j + 1
     end
     return table.concat(parts, sep)
+end
+
+-- dissect_subs shows a PUSHB payload's sub-messages when their framing
+-- parses as a receiver checks it (wire.CheckBatch) and returns how many;
+-- nil when it does not (the device counts such a frame malformed).
+local function dissect_subs(tvb, t, v)
+    local off, stop = HEADER_LEN, HEADER_LEN + v.payload_len
+    if v.msg_len < 1 or v.msg_len > MAX_SUBS or v.offset ~= 0 then return nil end
+    local spans = {}
+    for i = 1, v.msg_len do
+        if off + SUB_LEN > stop then return nil end
+        local n = tvb(off + SF.len.off, SF.len.size):le_uint()
+        local fl = tvb(off + SF.flags.off, SF.flags.size):le_uint()
+        if n == 0 or band(fl, bnot(FLAG.Signal)) ~= 0 or n > stop - off - SUB_LEN then return nil end
+        local size = SUB_LEN + n + (8 - n % 8) % 8
+        if off + size > stop then return nil end
+        spans[i] = { off = off, n = n, size = size }
+        off = off + size
+    end
+    if off ~= stop then return nil end
+    for i, sp in ipairs(spans) do
+        local st = t:add(pf.sub, tvb(sp.off, sp.size), i - 1)
+        for _, fd in ipairs(subfields) do st:add_le(pf["sub." .. fd.key], tvb(sp.off + fd.off, fd.size)) end
+        st:add(pf["sub.data"], tvb(sp.off + SUB_LEN, sp.n))
+    end
+    return #spans
 end
 
 local function value(tvb, fd)
@@ -355,6 +407,14 @@ function dimmnet.dissector(tvb, pinfo, tree)
     t:add(pf["checksum.status"], tvb(co, cs), status):set_generated()
     if shown > 0 then
         t:add(pf.payload, tvb(HEADER_LEN, shown))
+    end
+    if v.type == TYPE.PUSHB and shown == plen then
+        local n = dissect_subs(tvb, t, v)
+        if n then
+            info[#info + 1] = "subs=" .. n
+        else
+            t:append_text(" [PUSHB sub-messages do not parse]")
+        end
     end
     local consumed = HEADER_LEN + shown
     if has("Auth") and shown == plen and caplen >= HEADER_LEN + plen + AUTH_TRAILER_LEN then

@@ -104,6 +104,10 @@ const (
 	// is dropped as a duplicate and the word is changed once.
 	TypeFAdd8 Type = 9
 	TypeCAS8  Type = 10
+	// TypePushBatch carries several small PUSH messages in one frame
+	// (batch.go): one sequence number, one frame and one ring slot for
+	// them all.
+	TypePushBatch Type = 11
 )
 
 // Steps of a HELLO handshake (its Code), see docs/wire.md "Authenticated
@@ -147,6 +151,7 @@ var TypeDocs = []TypeDoc{
 	{TypeHello, "HELLO", "keyed links: a handshake step (Code: 0 offer, 1 answer, 2 confirm); the payload is the sender's 32-byte nonce, then the receiver's nonce it answers (zero in an offer); consumed by the link's authenticator, never by a device"},
 	{TypeFAdd8, "FADD8", "add the payload's first 8 bytes (little-endian) to the receiver's aligned 8-byte word at Addr atomically; return the old value in a PULLRESP to the requester's address Imm (MsgLen 8)"},
 	{TypeCAS8, "CAS8", "if the receiver's aligned 8-byte word at Addr equals the payload's first 8 bytes, store its second 8, atomically; return the old value in a PULLRESP to the requester's address Imm (MsgLen 8)"},
+	{TypePushBatch, "PUSHB", "several whole PUSH messages: MsgLen sub-messages, each a 32-byte sub-header (see PUSHB sub-messages) and its data padded to 8 bytes; each is placed and given its status as a one-packet PUSH would be; a refusal NACK's Imm has bit i set for each refused sub-message i"},
 }
 
 // typeNames is TypeDocs indexed by type, so Valid and String cost one load.

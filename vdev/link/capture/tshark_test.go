@@ -237,6 +237,9 @@ func tsharkCases() []tsharkCase {
 	h.Ack, h.Imm = 1<<32-3, 0b1011|1<<63 // a SACK across the wrap of the sequence count
 	add("SACK across the wrap", h, nil)
 	add("PAGE with CRC", random(wire.TypePage, wire.FlagSeq|wire.FlagCRC), payload())
+	h = random(wire.TypePushBatch, wire.FlagSeq|wire.FlagFirst|wire.FlagLast|wire.FlagCRC)
+	h.MsgLen, h.Offset = uint32(len(pushbSubs)), 0
+	add("PUSHB with sub-messages", h, pushbPayload())
 	add("extremes", wire.Header{Version: wire.Version1, Type: wire.TypePush, Flags: wire.FlagSeq, Seq: 1<<32 - 1, Addr: 1<<64 - 1, Imm: 1 << 63, Tag: 0xFFFF, Code: 0xFFFF}, nil)
 
 	bad := frame(random(wire.TypePush, wire.FlagSeq|wire.FlagTagged|wire.FlagCRC), payload())
@@ -259,6 +262,25 @@ func tsharkCases() []tsharkCase {
 	short := frame(random(wire.TypeAck, 0), nil)
 	cs = append(cs, tsharkCase{why: "frame ends inside the header", frame: short[:wire.EthHeaderLen+wire.HeaderLen/2], malformed: true})
 	return cs
+}
+
+// pushbSubs are the sub-messages of the well-formed PUSHB case, whose
+// fields the dissector must show one by one.
+var pushbSubs = []wire.Sub{
+	{Addr: 64, Imm: 7, MsgID: 1, Len: 8, SrcProc: 32},
+	{Addr: 1<<40 + 8, Imm: 1 << 63, MsgID: 1<<32 - 1, Len: 3, SrcProc: 33, Flags: wire.FlagSignal},
+	{Addr: 4096, MsgID: 9, Len: 17, SrcProc: 34},
+}
+
+// pushbData is sub-message i's data.
+func pushbData(i int) []byte { return bytes.Repeat([]byte{byte(0xA0 + i)}, int(pushbSubs[i].Len)) }
+
+func pushbPayload() []byte {
+	var p []byte
+	for i := range pushbSubs {
+		p = wire.AppendSub(p, &pushbSubs[i], pushbData(i))
+	}
+	return p
 }
 
 // writeCases writes the frames to a pcap file, cut to their snapshot
@@ -458,6 +480,8 @@ func checkFrame(t *testing.T, what string, d *decoded, h *wire.Header, payload [
 		t.Errorf("%s: nack_code on a %v", what, h.Type)
 	}
 
+	checkSubs(t, what, d, h, payload, cut)
+
 	var sacked []string
 	if h.Flags&wire.FlagSack != 0 {
 		for i := range 64 {
@@ -513,6 +537,51 @@ func checkFrame(t *testing.T, what string, d *decoded, h *wire.Header, payload [
 		}
 		if h.Flags != 0 && !strings.Contains(d.info, "["+h.Flags.String()+"]") {
 			t.Errorf("%s: summary %q lacks the flags [%v]", what, d.info, h.Flags)
+		}
+	}
+}
+
+// checkSubs compares the PUSHB sub-messages tshark shows with those the
+// payload holds: every field of each, when the framing parses as a
+// receiver checks it (wire.CheckBatch), none otherwise.
+func checkSubs(t *testing.T, what string, d *decoded, h *wire.Header, payload []byte, cut bool) {
+	t.Helper()
+	var want []wire.Sub
+	var data [][]byte
+	if h.Type == wire.TypePushBatch && !cut && len(payload) >= int(h.PayloadLen) {
+		pl := payload[:h.PayloadLen]
+		if wire.CheckBatch(h, pl) == nil {
+			for range h.MsgLen {
+				s, b, r, _ := wire.NextSub(pl)
+				want, data, pl = append(want, s), append(data, b), r
+			}
+		}
+	}
+	if got := len(d.fields["dimmnet.sub"]); got != len(want) {
+		t.Errorf("%s: %d sub-messages shown, want %d", what, got, len(want))
+		return
+	}
+	if (len(want) > 0) != strings.Contains(d.info, fmt.Sprintf(" subs=%d ", len(want))) {
+		t.Errorf("%s: summary %q and %d sub-messages disagree", what, d.info, len(want))
+	}
+	for i, s := range want {
+		for _, fd := range wire.SubFields {
+			name := "dimmnet.sub." + wiredoc.Abbrev(fd.Name)
+			fs := d.fields[name]
+			if len(fs) != len(want) {
+				t.Errorf("%s: %s appears %d times, want %d", what, name, len(fs), len(want))
+				continue
+			}
+			var wrote uint64
+			if fd.Name != "Reserved" {
+				wrote = reflect.ValueOf(s).FieldByName(fd.Name).Uint()
+			}
+			if v, err := showValue(fs[i].Show); err != nil || v != wrote {
+				t.Errorf("%s: sub-message %d %s = %q (%v), wrote %#x", what, i, name, fs[i].Show, err, wrote)
+			}
+		}
+		if ds := d.fields["dimmnet.sub.data"]; len(ds) != len(want) || !strings.EqualFold(strings.ReplaceAll(ds[i].Value, ":", ""), hex.EncodeToString(data[i])) {
+			t.Errorf("%s: sub-message %d data shown wrong (want %x)", what, i, data[i])
 		}
 	}
 }

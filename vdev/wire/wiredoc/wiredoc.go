@@ -31,10 +31,12 @@ var (
 )
 
 // Markdown returns docs/wire.md (doc) with its generated regions
-// ("header", "types", "flags", "nack", "dissector") rendered afresh.
+// ("header", "subs", "types", "flags", "nack", "dissector") rendered
+// afresh.
 func Markdown(doc string) (string, error) {
 	return replace(doc, "<!-- ", " -->", map[string]string{
 		"header":    mdHeader(),
+		"subs":      mdSubs(),
 		"types":     mdTypes(),
 		"flags":     mdFlags(),
 		"nack":      mdNack(),
@@ -182,6 +184,16 @@ func mdHeader() string {
 	return b.String()
 }
 
+func mdSubs() string {
+	var b strings.Builder
+	b.WriteString("| off | size | field | meaning |\n|----:|-----:|-------|---------|\n")
+	for _, f := range wire.SubFields {
+		fmt.Fprintf(&b, "| %d | %d | %s | %s |\n", f.Off, f.Size, f.Name, mdCell(f.Doc))
+	}
+	fmt.Fprintf(&b, "\nA frame carries 1..%d sub-messages (`wire.MaxSubs`), each %d bytes of sub-header (`wire.SubLen`) and its data padded with zeros to a multiple of 8 bytes.\n", wire.MaxSubs, wire.SubLen)
+	return b.String()
+}
+
 func mdTypes() string {
 	var b strings.Builder
 	b.WriteString("| value | name | meaning |\n|------:|------|---------|\n")
@@ -296,6 +308,16 @@ func protoFields() []protoField {
 		fs = append(fs, protoField{key, abbr, f.Title, "header field " + f.Name,
 			fmt.Sprintf("ProtoField.uint%d(%s, %s, %s, %s, nil, %s)", 8*f.Size, lq(abbr), lq(f.Title), disp, vs, lq(f.Doc))})
 	}
+	for _, f := range wire.SubFields {
+		key := "sub." + Abbrev(f.Name)
+		abbr := "dimmnet." + key
+		disp := "base.DEC"
+		if f.Hex {
+			disp = "base.HEX"
+		}
+		fs = append(fs, protoField{key, abbr, f.Title, "PUSHB sub-header field " + f.Name,
+			fmt.Sprintf("ProtoField.uint%d(%s, %s, %s, nil, nil, %s)", 8*f.Size, lq(abbr), lq(f.Title), disp, lq(f.Doc))})
+	}
 	for _, d := range wire.FlagDocs {
 		key := "flags." + Abbrev(d.Name)
 		abbr := "dimmnet." + key
@@ -308,6 +330,8 @@ func protoFields() []protoField {
 		{"sack.seq", "Selectively acked", "with flag Sack: one per sequence number the bitmap in Imm reports received (Ack+2+i for bit i)", "ProtoField.uint32(%s, %s, base.DEC, nil, nil, %s)"},
 		{"checksum.status", "Checksum status", "generated: 1 good, 0 bad (CRC32C recomputed by the dissector; also an expert error and [BAD CRC] in the summary), 2 not verified (flag CRC clear or payload cut by the capture)", "ProtoField.uint8(%s, %s, base.DEC, { [0] = \"Bad\", [1] = \"Good\", [2] = \"Unverified\" }, nil, %s)"},
 		{"payload", "Payload", "the PayloadLen payload bytes", "ProtoField.bytes(%s, %s, base.NONE, %s)"},
+		{"sub", "Sub-message", "PUSHB: one per sub-message whose framing parses (as a receiver checks it), numbered from 0 (the bit of a refusal NACK's Imm that names it)", "ProtoField.uint8(%s, %s, base.DEC, nil, nil, %s)"},
+		{"sub.data", "Data", "PUSHB: a sub-message's Len bytes", "ProtoField.bytes(%s, %s, base.NONE, %s)"},
 		{"auth.counter", "Frame counter", "with flag Auth: the trailer's frame counter, the nonce of the tag under the session's key; a receiver takes each counter once", "ProtoField.uint64(%s, %s, base.DEC, nil, nil, %s)"},
 		{"auth.tag", "Authentication tag", "with flag Auth: AES-GMAC (HELLO: HMAC-SHA256, first 16 bytes) over the frame and the counter; the dissector cannot check it without the key", "ProtoField.bytes(%s, %s, base.NONE, %s)"},
 	} {
@@ -367,6 +391,13 @@ func luaTables() string {
 		p("    { key = %s, off = %d, size = %d },\n", lq(Abbrev(f.Name)), f.Off, f.Size)
 	}
 	p("}\nlocal F = {}\nfor _, fd in ipairs(fields) do F[fd.key] = fd end\n\n")
+
+	p("-- PUSHB sub-header fields (wire.SubFields) in wire order; SF[key] finds one.\n")
+	p("local SUB_LEN = %d\nlocal MAX_SUBS = %d\nlocal subfields = {\n", wire.SubLen, wire.MaxSubs)
+	for _, f := range wire.SubFields {
+		p("    { key = %s, off = %d, size = %d },\n", lq(Abbrev(f.Name)), f.Off, f.Size)
+	}
+	p("}\nlocal SF = {}\nfor _, fd in ipairs(subfields) do SF[fd.key] = fd end\n\n")
 
 	p("-- Protocol fields: the header fields, one boolean per flag bit, and\n-- what the dissector derives. pf[key] finds one.\n")
 	p("local pf, pflist = {}, {}\nlocal function field(key, p)\n    pf[key] = p\n    pflist[#pflist + 1] = p\nend\n")
