@@ -10,18 +10,18 @@ import (
 	"github.com/dimmnet/dimmnet/vdev"
 )
 
-// PostMore holds its commands until the next call that sends (Ring, a
-// wait): nothing leaves while they are held, then all of them do, in
-// fewer frames than commands (one pass finds them together), and each
-// completes with its own status in posting order, its bytes intact at
-// the receiver. Both with run to completion (the poster's pass sends
-// them) and with a sleeping engine (the doorbell does).
+// PostMore holds its commands until a Post or Ring sends them: nothing
+// leaves while they are held, then all of them do, in fewer frames than
+// commands (one pass finds them together), and each completes with its
+// own status in posting order, its bytes intact at the receiver. Both
+// with run to completion (the poster's pass sends them) and with a
+// sleeping engine (the doorbell does).
 func TestPostMoreSendsWithTheNextCall(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		rtc  bool
-		ring bool // Ring explicitly (else the wait sends them)
-	}{{"run-to-completion/Ring", true, true}, {"run-to-completion/wait", true, false}, {"doorbell/wait", false, false}} {
+		ring bool // Ring after the burst (else its last command is a Post)
+	}{{"run-to-completion/Ring", true, true}, {"run-to-completion/Post", true, false}, {"doorbell/Ring", false, true}, {"doorbell/Post", false, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			if !c.rtc {
 				t.Setenv("DIMMNET_RUN_TO_COMPLETION", "0")
@@ -61,9 +61,12 @@ func postMore(t *testing.T, ring bool) {
 	}
 	a.CopyIn(0, src)
 	cmds, pkts := a.Counter(uapi.CtrCmds), a.Counter(uapi.CtrTxPkts)
-	for i := range n {
-		if _, err := a.PostMore(&uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
-			LocalAddr: uint64(8 * i), RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}); err != nil {
+	desc := func(i int) *uapi.Desc {
+		return &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
+			LocalAddr: uint64(8 * i), RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}
+	}
+	for i := range n - 1 {
+		if _, err := a.PostMore(desc(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,9 +75,14 @@ func postMore(t *testing.T, ring bool) {
 		t.Fatalf("the device took %d held commands before anything sent them", got-cmds)
 	}
 	if ring {
+		if _, err := a.PostMore(desc(n - 1)); err != nil {
+			t.Fatal(err)
+		}
 		if err := a.Ring(); err != nil {
 			t.Fatal(err)
 		}
+	} else if _, err := a.Post(desc(n - 1)); err != nil {
+		t.Fatal(err)
 	}
 	for i := range n {
 		st, err := a.Wait(5e9)

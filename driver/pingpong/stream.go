@@ -70,7 +70,7 @@ func InitiateStream(a *Side, sp StreamSpec) (StreamResult, error) {
 			start = monotime.Now()
 		}
 		for i := 0; i < sp.Window; i++ {
-			if err := a.sendMore(sp.Mode, sp.Size, a.l.src, true); err != nil {
+			if err := a.sendMore(sp.Mode, sp.Size, a.l.src, i < sp.Window-1); err != nil {
 				return r, err
 			}
 		}
@@ -109,7 +109,7 @@ func RespondStream(b *Side, sp StreamSpec) (checked int, err error) {
 	for w := 0; w < sp.Warm+sp.Windows; w++ {
 		if sp.Bidir {
 			for i := 0; i < sp.Window; i++ {
-				if err := b.sendMore(sp.Mode, sp.Size, b.l.src, true); err != nil {
+				if err := b.sendMore(sp.Mode, sp.Size, b.l.src, i < sp.Window-1); err != nil {
 					return checked, err
 				}
 			}
@@ -143,9 +143,9 @@ func (sp StreamSpec) valid(s *Side) error {
 // sendAt posts one n-byte message from link address src (see send).
 func (s *Side) sendAt(mode string, n int, src uint64) error { return s.sendMore(mode, n, src, false) }
 
-// sendMore is sendAt for a window's messages, posted with more
-// (driver.PostMore): the window's commands leave together in the passes
-// of the wait that follows it, as a window of verbs' post list does.
+// sendMore is sendAt for a window's messages: each but the last is
+// posted with more (driver.PostMore), so the last one's post sends the
+// whole window in one pass, as a window of verbs' post list does.
 func (s *Side) sendMore(mode string, n int, src uint64, more bool) error {
 	c := uapi.Desc{Opcode: uapi.OpPUSH, DstNode: s.Peer, SrcProc: s.D.GPID(), Length: uint32(n), LocalAddr: src, RemoteAddr: s.l.dst}
 	if mode != ModePush {
