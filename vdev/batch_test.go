@@ -180,7 +180,7 @@ func TestBatchResentIsPlacedOnce(t *testing.T) {
 
 	// The resend, built as the retransmission timer would.
 	p := pp.a.peers[2]
-	if len(p.sent) != 1 || len(p.sent[0].batch) != n {
+	if len(p.sent) != 1 || p.sent[0].batch == nil || len(p.sent[0].batch.jobs) != n {
 		t.Fatalf("a keeps %d packets (%+v), want one PUSHB of %d", len(p.sent), p.sent, n)
 	}
 	holdForTest(t, pp.a)

@@ -113,7 +113,7 @@ func (d *Device) refused(p *peer, seq uint32, e uapi.Errno, mask uint64) {
 		return
 	}
 	if b := p.sent[i].batch; b != nil {
-		for k, j := range b {
+		for k, j := range b.jobs {
 			if (mask == 0 || mask&(1<<k) != 0) && j.err == uapi.EOK && !j.finished {
 				j.err = e
 			}
@@ -150,8 +150,7 @@ func (d *Device) retire(p *peer, before uint32) {
 	}
 	for _, e := range p.sent[:k] {
 		if e.batch != nil {
-			clear(e.batch)
-			d.freeBatches = append(d.freeBatches, e.batch[:0])
+			d.freeBatch(e.batch)
 		}
 	}
 	clear(p.sent[:k])
@@ -287,6 +286,15 @@ func (d *Device) postStatus(s *uapi.Status) bool {
 		d.noteStatusFull()
 		return false
 	}
+	d.writeStatus(s)
+	d.publishStatuses(1)
+	return true
+}
+
+// writeStatus writes a status entry the caller made room for
+// (statusRoom) into the next slot, unpublished: publishStatuses makes
+// the driver see it. A PUSHB frame's messages publish theirs once.
+func (d *Device) writeStatus(s *uapi.Status) {
 	d.statFull = false
 	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
 	d.r.WriteStatus(slot, s)
@@ -294,10 +302,15 @@ func (d *Device) postStatus(s *uapi.Status) bool {
 		t.emit(d, Event{Kind: EvStatus, Status: *s})
 	}
 	d.statTail++
+}
+
+// publishStatuses stores the status tail after the n entries written
+// since it was last stored: one locked store for them all (the driver's
+// interrupt protocol orders it before DRV_WAIT's load).
+func (d *Device) publishStatuses(n uint64) {
 	d.r.Store64(uapi.RegStatqTail, d.statTail)
-	d.count(uapi.CtrStatusWritten, 1)
+	d.count(uapi.CtrStatusWritten, n)
 	d.irqWanted = true
-	return true
 }
 
 // noteStatusFull counts a stall on a full status ring, once per stall.

@@ -123,8 +123,6 @@ type Device struct {
 	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
 	maxPayload                  uint32
-	freeBatches                 [][]*job // PUSHB job lists to reuse (newBatch)
-	batchBuf                    []byte   // a PUSHB payload being built (transmit)
 	parser                      *wire.Parser
 
 	// the device's own refusals of senders (RX_SPOOFED, RX_UNKNOWN_PEER),
@@ -180,6 +178,11 @@ type Device struct {
 	portClose sync.Once // the engine closes a failed device's port, Close the others'
 	portErr   error
 	failure   atomic.Pointer[error] // why a fault in its region failed it (regionfault.go)
+
+	// PUSHB (requester.go coalesce), last: fields added in the middle
+	// move the hot ones above across cache lines.
+	freeBatches []*pushBatch // PUSHB job lists to reuse (newBatch)
+	batchBuf    []byte       // a PUSHB payload being built (transmit)
 }
 
 // New creates a device and its region. Attach a port and add it to an

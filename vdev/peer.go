@@ -40,14 +40,13 @@ type peer struct {
 	pullTimeouts int
 
 	// receiving
-	owedCtl    []ctl   // NACKs the link could not take yet
-	held       []byte  // hold mode: the frame this peer sent that we cannot place yet
-	pagingHold bool    // its paging request was delivered: place nothing more until PAGE_DONE
-	heldRF     bool    // hold mode: this peer's ring-full stall was counted
-	rfOwed     bool    // its RING_FULL status still waits for status ring room
-	rfAMT      uint16  // the ring that status names
-	msg        rxMsg   // the PUSH or IPUSH message of this peer in progress
-	batch      rxBatch // the PUSHB frame of this peer placed in part (status ring full)
+	owedCtl    []ctl  // NACKs the link could not take yet
+	held       []byte // hold mode: the frame this peer sent that we cannot place yet
+	pagingHold bool   // its paging request was delivered: place nothing more until PAGE_DONE
+	heldRF     bool   // hold mode: this peer's ring-full stall was counted
+	rfOwed     bool   // its RING_FULL status still waits for status ring room
+	rfAMT      uint16 // the ring that status names
+	msg        rxMsg  // the PUSH or IPUSH message of this peer in progress
 	// refusals of this peer's packets (its current session) it has not
 	// confirmed taking (an ACK with flag Refused), oldest first: no ACK
 	// field to it passes one, and each is repeated when it resends
@@ -66,6 +65,8 @@ type peer struct {
 	stranger  bool
 	heard     bool  // a frame came after lastHeard was stamped
 	lastHeard int64 // ns
+
+	batch rxBatch // the PUSHB frame of this peer placed in part (status ring full)
 }
 
 func (d *Device) peerOf(node uint16) *peer {
@@ -197,7 +198,7 @@ type sentPkt struct {
 	typ   wire.Type
 	flags wire.Flags // FlagUnordered, decided when the command started
 	j     *job
-	batch []*job // PUSHB: the whole PUSHes it carries, in posting order (j is nil)
+	batch *pushBatch // PUSHB: the whole PUSHes it carries (j is nil)
 	r     *respJob
 	off   uint32
 	n     uint32
@@ -316,6 +317,10 @@ func sendErrno(err error) uapi.Errno {
 	}
 	return uapi.EBadNode
 }
+
+// pushBatch is the commands a PUSHB frame carries, in posting order
+// (behind a pointer: a packet record is copied on every send and ACK).
+type pushBatch struct{ jobs []*job }
 
 // rxBatch is how far the receiver got with a PUSHB frame that the status
 // ring stopped (placeBatch): its sub-messages before next are placed or

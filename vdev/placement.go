@@ -481,6 +481,14 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 		*b = rxBatch{seq: h.Seq, valid: true}
 		d.count(uapi.CtrRxPkts, 1) // one frame; RX_PUSH counts its messages, as one-packet PUSHes
 	}
+	// The window is read once for the frame, and the statuses published
+	// once (publishStatuses), where a stream of PUSHes pays both per
+	// message.
+	base, size := d.r.Load64(uapi.RegWinBase), d.r.Load64(uapi.RegWinSize)
+	if !d.inLinkMem(base, 0) || size > d.g.LinkMemSize-base {
+		size = 0 // a scribbled window exposes nothing (inWindow)
+	}
+	var placed, bytes uint64
 	rest := payload
 	for i := range int(h.MsgLen) {
 		s, data, r, _ := wire.NextSub(rest)
@@ -488,7 +496,7 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 		if i < b.next {
 			continue
 		}
-		if s.Addr%uapi.AddrAlign != 0 || !d.inWindow(s.Addr, s.Len) {
+		if s.Addr%uapi.AddrAlign != 0 || s.Addr < base || s.Addr-base > size || uint64(s.Len) > size-(s.Addr-base) {
 			d.count(uapi.CtrRxBadAddr, 1)
 			b.mask |= 1 << i
 			b.next = i + 1
@@ -496,19 +504,32 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 		}
 		if !d.statusRoom(1) {
 			d.noteStatusFull()
+			d.placedBatch(placed, bytes)
 			return statusFull, 0, 0
 		}
 		copy(d.lm[s.Addr:], data)
-		d.count(uapi.CtrRxBytes, uint64(s.Len))
-		d.count(uapi.CtrRxPush, 1)
-		d.postStatus(&uapi.Status{Type: uapi.StPUSH, SrcNode: h.SrcNode, SrcProc: s.SrcProc, MsgID: s.MsgID, Imm: s.Imm,
+		d.writeStatus(&uapi.Status{Type: uapi.StPUSH, SrcNode: h.SrcNode, SrcProc: s.SrcProc, MsgID: s.MsgID, Imm: s.Imm,
 			Length: s.Len, Addr: s.Addr, Flags: uapi.StFlagLast | uapi.StFlagFirst})
+		placed++
+		bytes += uint64(s.Len)
 		b.next = i + 1
 	}
+	d.placedBatch(placed, bytes)
 	mask = b.mask
 	*b = rxBatch{}
 	if mask != 0 {
 		return refused, uapi.ERemoteAddr, mask
 	}
 	return delivered, 0, 0
+}
+
+// placedBatch counts the n messages of bytes a PUSHB frame placed and
+// publishes their statuses.
+func (d *Device) placedBatch(n, bytes uint64) {
+	if n == 0 {
+		return
+	}
+	d.count(uapi.CtrRxPush, n)
+	d.count(uapi.CtrRxBytes, bytes)
+	d.publishStatuses(n)
 }

@@ -322,7 +322,7 @@ func (d *Device) advance(p *peer) bool {
 		if !p.tx.Room() {
 			return busy // more next pass: the receive side runs in between, keeping frames cache-hot
 		}
-		if d.tcfg.Lossless && batchable(j) && p.pkz+1 < len(p.q) && batchable(p.q[p.pkz+1]) {
+		if p.pkz+1 < len(p.q) && d.tcfg.Lossless && batchable(j) && batchable(p.q[p.pkz+1]) {
 			sent, stop := d.coalesce(p)
 			busy = busy || sent
 			if stop {
@@ -415,11 +415,11 @@ func (d *Device) coalesce(p *peer) (sent, stop bool) {
 		return false, false
 	}
 	b := d.newBatch()
-	b = append(b, p.q[p.pkz:p.pkz+k]...)
+	b.jobs = append(b.jobs, p.q[p.pkz:p.pkz+k]...)
 	e := sentPkt{typ: wire.TypePushBatch, batch: b, n: bytes, last: true}
 	seq := p.tx.Next()
 	if err := d.transmit(p, &e, seq, false); err != nil {
-		d.freeBatches = append(d.freeBatches, b[:0])
+		d.freeBatch(b)
 		if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
 			d.failPeer(p, sendErrno(err))
 			return true, true
@@ -433,7 +433,7 @@ func (d *Device) coalesce(p *peer) (sent, stop bool) {
 		p.tx.SentUntimed()
 	}
 	p.sent = append(p.sent, e)
-	for _, j := range b {
+	for _, j := range b.jobs {
 		j.started, j.off = true, j.desc.Length
 		d.packetized(p, seq)
 	}
@@ -442,13 +442,20 @@ func (d *Device) coalesce(p *peer) (sent, stop bool) {
 
 // newBatch is an empty PUSHB job list from the free list (retire gives
 // them back), so a stream of batches allocates nothing.
-func (d *Device) newBatch() []*job {
+func (d *Device) newBatch() *pushBatch {
 	if n := len(d.freeBatches); n > 0 {
 		b := d.freeBatches[n-1]
 		d.freeBatches = d.freeBatches[:n-1]
 		return b
 	}
-	return make([]*job, 0, wire.MaxSubs)
+	return &pushBatch{jobs: make([]*job, 0, wire.MaxSubs)}
+}
+
+// freeBatch gives a PUSHB job list back to the free list.
+func (d *Device) freeBatch(b *pushBatch) {
+	clear(b.jobs)
+	b.jobs = b.jobs[:0]
+	d.freeBatches = append(d.freeBatches, b)
 }
 
 // blocked handles a new packet to p refused by a full link: a link that
@@ -484,9 +491,9 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 	if e.batch != nil {
 		// Each sub-message as its own one-packet PUSH would carry it;
 		// the header names the sender and the count.
-		h.SrcProc, h.MsgLen = e.batch[0].desc.SrcProc, uint32(len(e.batch))
+		h.SrcProc, h.MsgLen = e.batch.jobs[0].desc.SrcProc, uint32(len(e.batch.jobs))
 		buf := d.batchBuf[:0]
-		for _, j := range e.batch {
+		for _, j := range e.batch.jobs {
 			c := &j.desc
 			s := wire.Sub{Addr: c.RemoteAddr, Imm: c.Imm, MsgID: j.msgID, Len: c.Length, SrcProc: c.SrcProc}
 			if c.Flags&uapi.FlagSignal != 0 {
