@@ -286,14 +286,23 @@ func (d *Device) postStatus(s *uapi.Status) bool {
 		d.noteStatusFull()
 		return false
 	}
-	d.writeStatus(s)
-	d.publishStatuses(1)
+	d.statFull = false
+	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
+	d.r.WriteStatus(slot, s)
+	if t := d.tracer.Load(); t != nil {
+		t.emit(d, Event{Kind: EvStatus, Status: *s})
+	}
+	d.statTail++
+	d.r.Store64(uapi.RegStatqTail, d.statTail)
+	d.count(uapi.CtrStatusWritten, 1)
+	d.irqWanted = true
 	return true
 }
 
-// writeStatus writes a status entry the caller made room for
-// (statusRoom) into the next slot, unpublished: publishStatuses makes
-// the driver see it. A PUSHB frame's messages publish theirs once.
+// writeStatus is postStatus for a status the caller made room for
+// (statusRoom), unpublished: publishStatuses makes the driver see it. A
+// PUSHB frame's messages publish theirs once. (postStatus keeps its own
+// copy: it is on every message's path.)
 func (d *Device) writeStatus(s *uapi.Status) {
 	d.statFull = false
 	slot := d.g.StatqOff + (d.statTail&(d.g.StatqEntries-1))*uapi.StatusSize
