@@ -181,8 +181,9 @@ type Device struct {
 
 	// PUSHB (requester.go coalesce), last: fields added in the middle
 	// move the hot ones above across cache lines.
-	freeBatches []*pushBatch // PUSHB job lists to reuse (newBatch)
-	batchBuf    []byte       // a PUSHB payload being built (transmit)
+	freeBatches []*pushBatch      // PUSHB job lists to reuse (newBatch)
+	batchBuf    []byte            // a PUSHB payload being built (transmit)
+	rxBatches   map[*peer]rxBatch // PUSHB frames the status ring stopped part way, by sender
 }
 
 // New creates a device and its region. Attach a port and add it to an

@@ -65,8 +65,6 @@ type peer struct {
 	stranger  bool
 	heard     bool  // a frame came after lastHeard was stamped
 	lastHeard int64 // ns
-
-	batch rxBatch // the PUSHB frame of this peer placed in part (status ring full)
 }
 
 func (d *Device) peerOf(node uint16) *peer {
@@ -164,6 +162,7 @@ func (d *Device) evictStranger() bool {
 	}
 	p := d.peerList[victim]
 	delete(d.peers, p.node)
+	delete(d.rxBatches, p)
 	if d.lastPeer == p {
 		d.lastPeer = nil
 	}
@@ -322,13 +321,14 @@ func sendErrno(err error) uapi.Errno {
 // (behind a pointer: a packet record is copied on every send and ACK).
 type pushBatch struct{ jobs []*job }
 
-// rxBatch is how far the receiver got with a PUSHB frame that the status
-// ring stopped (placeBatch): its sub-messages before next are placed or
-// refused (mask), and a retry of frame seq (held, or resent after a NACK)
-// goes on from there, so none is placed twice.
+// rxBatch is how far the receiver got with a peer's PUSHB frame that the
+// status ring stopped (placeBatch; Device.rxBatches, not a field of peer:
+// 256 bytes is its allocation's size class, and a ping-pong touches it
+// on every frame): its sub-messages before next are placed or refused
+// (mask), and a retry of frame seq (held, or resent after a NACK) goes on
+// from there, so none is placed twice.
 type rxBatch struct {
-	seq   uint32
-	next  int
-	mask  uint64
-	valid bool
+	seq  uint32
+	next int
+	mask uint64
 }

@@ -473,12 +473,12 @@ func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, u
 // its retry goes on from there (p.batch), so a batch of more messages
 // than the status ring holds is placed as the driver frees room.
 func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcome, code uapi.Errno, mask uint64) {
-	b := &p.batch
-	if !b.valid || b.seq != h.Seq {
+	b, ok := d.rxBatches[p]
+	if !ok || b.seq != h.Seq {
 		if p.msg.open {
 			d.cutMsg(p) // a batch starts new messages: its sender gave up on the open one
 		}
-		*b = rxBatch{seq: h.Seq, valid: true}
+		b = rxBatch{seq: h.Seq}
 		d.count(uapi.CtrRxPkts, 1) // one frame; RX_PUSH counts its messages, as one-packet PUSHes
 	}
 	// The window is read once for the frame, and the statuses published
@@ -505,6 +505,10 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 		if !d.statusRoom(1) {
 			d.noteStatusFull()
 			d.placedBatch(placed, bytes)
+			if d.rxBatches == nil {
+				d.rxBatches = map[*peer]rxBatch{}
+			}
+			d.rxBatches[p] = b
 			return statusFull, 0, 0
 		}
 		copy(d.lm[s.Addr:], data)
@@ -516,7 +520,9 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 	}
 	d.placedBatch(placed, bytes)
 	mask = b.mask
-	*b = rxBatch{}
+	if ok {
+		delete(d.rxBatches, p)
+	}
 	if mask != 0 {
 		return refused, uapi.ERemoteAddr, mask
 	}

@@ -483,7 +483,7 @@ func (d *Device) cutSession(p *peer) {
 	if p.msg.open {
 		d.cutMsg(p)
 	}
-	p.batch = rxBatch{} // a held PUSHB's placed part stays; its rest is the old session's
+	delete(d.rxBatches, p) // a held PUSHB's placed part stays; its rest is the old session's
 	if p.held != nil {
 		d.port.Release(p.held)
 		p.held = nil

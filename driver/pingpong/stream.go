@@ -141,25 +141,42 @@ func (sp StreamSpec) valid(s *Side) error {
 }
 
 // sendAt posts one n-byte message from link address src (see send).
-func (s *Side) sendAt(mode string, n int, src uint64) error { return s.sendMore(mode, n, src, false) }
+func (s *Side) sendAt(mode string, n int, src uint64) error {
+	for {
+		if err := s.stoppedErr("sending", n); err != nil {
+			return err
+		}
+		var err error
+		if mode == ModePush {
+			_, err = s.D.Push(s.Peer, src, s.l.dst, uint32(n), 0, 0)
+		} else {
+			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), src, uint32(n), 0, 0, 0)
+		}
+		if err == nil || !isQueueFull(err) {
+			return err
+		}
+		s.yieldFull()
+	}
+}
 
 // sendMore is sendAt for a window's messages: each but the last is
 // posted with more (driver.PostMore), so the last one's post sends the
-// whole window in one pass, as a window of verbs' post list does.
+// whole window in one pass, as a window of verbs' post list does. (The
+// calls are direct: a method value would move the descriptor to the
+// heap, an allocation per message.)
 func (s *Side) sendMore(mode string, n int, src uint64, more bool) error {
+	if !more {
+		return s.sendAt(mode, n, src)
+	}
 	c := uapi.Desc{Opcode: uapi.OpPUSH, DstNode: s.Peer, SrcProc: s.D.GPID(), Length: uint32(n), LocalAddr: src, RemoteAddr: s.l.dst}
 	if mode != ModePush {
 		c = uapi.Desc{Opcode: uapi.OpIPUSH, DstNode: s.Peer, DstProc: uapi.GPID(s.Peer, 0), SrcProc: s.D.GPID(), Length: uint32(n), LocalAddr: src}
-	}
-	post := s.D.Post
-	if more {
-		post = s.D.PostMore
 	}
 	for {
 		if err := s.stoppedErr("sending", n); err != nil {
 			return err
 		}
-		_, err := post(&c)
+		_, err := s.D.PostMore(&c)
 		if err == nil || !isQueueFull(err) {
 			return err
 		}
