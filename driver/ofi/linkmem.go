@@ -73,7 +73,7 @@ func (e *endpoint) lmReserve() uint64 {
 	return min(uint64(maxMsg)+1<<20, e.arenaBytes()/2)
 }
 
-func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - ringBytes }
+func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - e.ringBytes }
 
 // lmAvail is the largest buffer alloc could hand out now (alignment 64).
 func (e *endpoint) lmAvail() uint64 {

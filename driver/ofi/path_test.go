@@ -309,3 +309,67 @@ func TestInjectStreamSignalsOneIn64(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveRingSize: FI_DIMMNET_RING_KB sizes each endpoint's receive
+// ring within its bounds (anything else is the default), and a ring much
+// smaller than what is sent at once still carries every eager message
+// whole and in order: the receiver copies what no receive takes out of
+// the ring, and a full ring holds the sender's frame until there is room.
+func TestReceiveRingSize(t *testing.T) {
+	for v, want := range map[string]uint64{"": ringKiBDefault, "7": ringKiBDefault, "8192": ringKiBDefault, "1048576": ringKiBDefault, "64": 64, "1024": 1024} {
+		t.Setenv("FI_DIMMNET_RING_KB", v)
+		p := openPair(t) // a 16 MiB region: at most a 4 MiB ring
+		for _, e := range p.e {
+			if e.ringBytes != want<<10 || e.arenaBytes() != uint64(len(e.lm))-want<<10 {
+				t.Fatalf("FI_DIMMNET_RING_KB=%q: ring %d bytes, arena %d of %d, want a %d KiB ring", v, e.ringBytes, e.arenaBytes(), len(e.lm), want)
+			}
+		}
+	}
+
+	t.Setenv("FI_DIMMNET_RING_KB", "64")
+	p := openPair(t)
+	n := p.e[0].eagerMax
+	const msgs = 32 // 16 times the ring at 16 KiB each
+	src := make([][]byte, msgs)
+	ctx := make([][32]byte, msgs)
+	for k := range src {
+		src[k] = bytes.Repeat([]byte{byte(k + 1)}, n)
+		mu.Lock()
+		ret := p.e[0].send(unsafe.Pointer(&src[k][0]), n, p.dst[0], 0, 0, unsafe.Pointer(&ctx[k]), 0)
+		mu.Unlock()
+		if ret != 0 {
+			t.Fatalf("send %d of %d bytes: %d", k, n, ret)
+		}
+	}
+	// No receive is posted: the receiver's progress keeps every message
+	// as unexpected, and each send completes once its frame is placed.
+	for done := 0; done < msgs; {
+		p.readOne(t, 1)
+		if got, ok := p.readOne(t, 0); ok {
+			if got.ctx != unsafe.Pointer(&ctx[done]) {
+				t.Fatalf("send completion %d: context %p, want %p", done, got.ctx, &ctx[done])
+			}
+			done++
+		}
+	}
+	if h := p.e[1].d.Counter(uapi.CtrRingFullHolds) + p.e[1].d.Counter(uapi.CtrRingFullNACKs); h == 0 {
+		t.Fatal("the ring never filled: the stream did not test a full ring")
+	}
+	dst := make([]byte, n+1)
+	var rctx [32]byte
+	for k := range msgs {
+		clear(dst)
+		mu.Lock()
+		r := p.e[1].newRecv()
+		*r = recvOp{buf: unsafe.Pointer(&dst[0]), size: len(dst), src: addrUnspec, ctx: unsafe.Pointer(&rctx), flags: dnDefault}
+		ret := p.e[1].recv(r)
+		mu.Unlock()
+		if ret != 0 {
+			t.Fatalf("recv %d: %d", k, ret)
+		}
+		got := p.take(t, 1)
+		if got.len != n || !bytes.Equal(dst[:n], src[k]) {
+			t.Fatalf("message %d: %d bytes, first %d, want %d bytes of %d", k, got.len, dst[0], n, k+1)
+		}
+	}
+}

@@ -980,5 +980,7 @@ __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
 			"Largest message getinfo offers (default and bound: 16 MiB)");
 	fi_param_define(&dn_prov, "region_mb", FI_PARAM_INT,
 			"Size of each endpoint's device region in MiB (default 64)");
+	fi_param_define(&dn_prov, "ring_kb", FI_PARAM_INT,
+			"Size of each endpoint's receive ring in KiB, 64 to 65536 and at most a quarter of the region (default 256: a small ring's pages stay hot)");
 	return &dn_prov;
 }
