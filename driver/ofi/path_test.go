@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -24,8 +25,14 @@ type pair struct {
 
 func openPair(tb testing.TB) *pair {
 	tb.Helper()
+	return openPairRegion(tb, 16)
+}
+
+// openPairRegion is openPair with regions of mb MiB each.
+func openPairRegion(tb testing.TB, mb int) *pair {
+	tb.Helper()
 	tb.Setenv("FI_DIMMNET_DIR", tb.TempDir())
-	tb.Setenv("FI_DIMMNET_REGION_MB", "16")
+	tb.Setenv("FI_DIMMNET_REGION_MB", strconv.Itoa(mb))
 	mu.Lock()
 	defer mu.Unlock()
 	p := &pair{}
