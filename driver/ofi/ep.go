@@ -119,7 +119,8 @@ type txOp struct {
 	tag, data uint64
 	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
-	inject    bool // no completion, not even an error entry: the counter counts it
+	inject    bool // FI_INJECT: the caller may reuse the buffer once the call returns
+	silent    bool // an inject call: no completion, not even an error entry (the counter counts it)
 
 	lmHdr *lmBuf // linkmem.go: an eager send from the caller's buffer holds its header room
 }
@@ -461,8 +462,8 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	p, ok := e.peer(dst)
 	if !ok {
 		// a send to an address never inserted: named in an error entry,
-		// or refused at once when nothing would carry one (inject)
-		if flags&fInject != 0 {
+		// or refused at once when nothing would carry one (an inject call)
+		if flags&dnInjectCall != 0 {
 			return eInval
 		}
 		e.txErr(ctx, flags, n, tag, data, errAddr, 0)
@@ -476,7 +477,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		hflags |= hdrData
 	}
 	src := unsafe.Slice((*byte)(buf), n)
-	if flags&fInject != 0 && e.txCntr == nil && p.node != e.node && n <= e.eagerMax {
+	if flags&dnInjectCall != 0 && e.txCntr == nil && p.node != e.node && n <= e.eagerMax {
 		// an inject nothing completes: copied, posted unsignalled, no
 		// operation kept (inject.go)
 		e.stats.Sends++
@@ -495,8 +496,9 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if tagged {
 		op.flags = fSend | fTagged
 	}
-	op.complete = flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)
+	op.complete = flags&dnInjectCall == 0 && (!e.txSel || flags&fCompletion != 0)
 	op.inject = flags&fInject != 0
+	op.silent = flags&dnInjectCall != 0
 	if p.node == e.node {
 		// to ourselves: the device sends nowhere but out, so the message
 		// is delivered here, as it would arrive, and finds the receives
@@ -1098,7 +1100,7 @@ func (e *endpoint) status(s *uapi.Status) {
 		failed := s.Type == uapi.StError
 		switch kind {
 		case ckSend:
-			if failed && op.inject {
+			if failed && op.silent {
 				logf("an inject to node %d failed: %v", s.SrcNode, s.Err)
 				if e.txCntr != nil {
 					e.txCntr.errs++

@@ -19,7 +19,7 @@ func TestInjectQueueStaysBoundedInAStream(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 0; i < n; {
-		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, injectCall); r {
 		case 0:
 			i++
 		case eAgain:
@@ -71,7 +71,7 @@ func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 		t.Fatal("rendezvous send", ret)
 	}
 	for range 8 { // injects staged right after the body
-		if ret := p.e[0].send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, fInject); ret != 0 {
+		if ret := p.e[0].send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, injectCall); ret != 0 {
 			t.Fatal("inject", ret)
 		}
 	}
@@ -142,7 +142,7 @@ func TestLinkMemAllocFreesHeldInjects(t *testing.T) {
 		ret = e.send(unsafe.Pointer(&big[0]), body, p.dst[0], 0, 0, unsafe.Pointer(&sctx), dnDefault)
 	}
 	for k := 0; k < 8 && err == nil && ret == 0; k++ {
-		ret = e.send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, fInject)
+		ret = e.send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, injectCall)
 	}
 	mu.Unlock()
 	if err != nil || ret != 0 {

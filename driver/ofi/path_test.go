@@ -119,7 +119,7 @@ func (l *injectLoop) post(i int) {
 func (l *injectLoop) send(i int) {
 	mu.Lock()
 	defer mu.Unlock()
-	if r := l.p.e[i].send(unsafe.Pointer(&l.msg[i]), 8, l.p.dst[i], 0, 0, nil, fInject); r != 0 {
+	if r := l.p.e[i].send(unsafe.Pointer(&l.msg[i]), 8, l.p.dst[i], 0, 0, nil, injectCall); r != 0 {
 		l.tb.Fatalf("inject: %d", r)
 	}
 }
@@ -155,7 +155,7 @@ func TestEagerMessagesArriveWhole(t *testing.T) {
 		*r = recvOp{buf: unsafe.Pointer(&dst[0]), size: len(dst), src: addrUnspec, ctx: unsafe.Pointer(&ctx), flags: dnDefault}
 		ret := p.e[1].recv(r)
 		if ret == 0 {
-			ret = p.e[0].send(unsafe.Pointer(&src[0]), n, p.dst[0], 0, data, nil, fInject|fCQData)
+			ret = p.e[0].send(unsafe.Pointer(&src[0]), n, p.dst[0], 0, data, nil, injectCall|fCQData)
 		}
 		mu.Unlock()
 		if ret != 0 {
@@ -280,7 +280,7 @@ func TestInjectStreamSignalsOneIn64(t *testing.T) {
 	before := p.e[0].d.Counter(uapi.CtrStatusWritten)
 	for i := 0; i < n; {
 		msg[0] = byte(i)
-		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, injectCall); r {
 		case 0:
 			i++
 		case eAgain:
@@ -378,5 +378,50 @@ func TestReceiveRingSize(t *testing.T) {
 		if got.len != n || !bytes.Equal(dst[:n], src[k]) {
 			t.Fatalf("message %d: %d bytes, first %d, want %d bytes of %d", k, got.len, dst[0], n, k+1)
 		}
+	}
+}
+
+// TestSendmsgInjectCompletes: FI_INJECT as fi_sendmsg's flag only lets
+// the caller reuse the buffer at once; unlike fi_inject, the send still
+// completes with its context, and one to an address never inserted
+// completes with an error entry instead of failing the call.
+func TestSendmsgInjectCompletes(t *testing.T) {
+	p := openPair(t)
+	msg := []byte("reusable")
+	var sctx, rctx [32]byte
+	rbuf := make([]byte, 64)
+	mu.Lock()
+	r := p.e[1].newRecv()
+	*r = recvOp{buf: unsafe.Pointer(&rbuf[0]), size: len(rbuf), src: addrUnspec, ctx: unsafe.Pointer(&rctx), flags: dnDefault}
+	ret := p.e[1].recv(r)
+	if ret == 0 {
+		ret = p.e[0].send(unsafe.Pointer(&msg[0]), len(msg), p.dst[0], 0, 0, unsafe.Pointer(&sctx), fInject|fCompletion)
+	}
+	mu.Unlock()
+	if ret != 0 {
+		t.Fatalf("recv or sendmsg(FI_INJECT): %d", ret)
+	}
+	copy(msg, "scribble") // the caller's right once the call returned
+	if got := p.take(t, 1); got.len != 8 || string(rbuf[:8]) != "reusable" {
+		t.Fatalf("received %q (%d bytes), want %q", rbuf[:got.len], got.len, "reusable")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got, ok := p.readOne(t, 0); ok {
+			if got.ctx != unsafe.Pointer(&sctx) || got.flags&fSend == 0 {
+				t.Fatalf("send completion %+v, want the send's context", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sendmsg(FI_INJECT) never completed")
+		}
+	}
+	mu.Lock()
+	ret = p.e[0].send(unsafe.Pointer(&msg[0]), len(msg), 12345, 0, 0, unsafe.Pointer(&sctx), fInject)
+	errs := len(p.q[0].errs)
+	mu.Unlock()
+	if ret != 0 || errs != 1 {
+		t.Fatalf("sendmsg(FI_INJECT) to an address never inserted: returned %d with %d error entries, want 0 and 1", ret, errs)
 	}
 }

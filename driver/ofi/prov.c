@@ -634,7 +634,7 @@ static ssize_t dn_sendmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 }
 static ssize_t dn_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, NULL, FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, NULL, FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dst, void *ctx)
 {
@@ -642,7 +642,7 @@ static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void 
 }
 static ssize_t dn_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dst)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, NULL, FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_msg dn_msg_ops = {
 	.size = sizeof(struct fi_ops_msg), .recv = dn_recv, .recvv = dn_recvv, .recvmsg = dn_recvmsg,
@@ -693,7 +693,7 @@ static ssize_t dn_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 }
 static ssize_t dn_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t tag)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, NULL, FI_TAGGED | FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, NULL, FI_TAGGED | FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t tag, void *ctx)
@@ -703,7 +703,7 @@ static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void
 static ssize_t dn_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 			      fi_addr_t dst, uint64_t tag)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, NULL, FI_TAGGED | FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, NULL, FI_TAGGED | FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_tagged dn_tagged_ops = {
 	.size = sizeof(struct fi_ops_tagged), .recv = dn_trecv, .recvv = dn_trecvv, .recvmsg = dn_trecvmsg,
@@ -754,7 +754,7 @@ static ssize_t dn_writemsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64
 }
 static ssize_t dn_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t addr, uint64_t key)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, NULL, FI_INJECT);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, NULL, FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t addr, uint64_t key, void *ctx)
@@ -764,7 +764,7 @@ static ssize_t dn_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 static ssize_t dn_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 				 fi_addr_t dst, uint64_t addr, uint64_t key)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, NULL, FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_rma dn_rma_ops = {
 	.size = sizeof(struct fi_ops_rma), .read = dn_read, .readv = dn_readv, .readmsg = dn_readmsg,
