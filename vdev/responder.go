@@ -708,11 +708,15 @@ func (d *Device) ackEvery() int { return max(1, d.cfg.Window/8) }
 // data frame carried; see transport.Rx.AckWanted for when. An ACK the
 // link refused stays due and is tried again on the next pass.
 func (d *Device) flushAcks(burst bool) {
+	var now int64 // read once, and only where ACKs are held for replies
 	for _, p := range d.peerList {
 		if !p.rx.Pending() || len(p.owedCtl) > 0 { // owed NACKs go first: they carry the same ACK
 			continue
 		}
-		if !p.rx.AckWanted(d.pass, burst, d.ackEvery()) {
+		if d.ackHold > 0 && now == 0 {
+			now = d.now()
+		}
+		if !p.rx.AckWanted(d.pass, burst, d.ackEvery(), now, d.ackHold) {
 			continue
 		}
 		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0); {

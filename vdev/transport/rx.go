@@ -24,6 +24,7 @@ type Rx struct {
 
 	ackDue  bool   // an ACK (a gap NACK while gap) is owed
 	ackPass uint64 // the engine pass that made it due
+	dueAt   int64  // when a pass first saw it due (AckWanted with a hold); 0 not yet
 	since   int    // packets that made it due since the last one left
 
 	left  [4]uint16 // epochs of the last sessions left, most recent first
@@ -174,16 +175,30 @@ func (r *Rx) Owe(pass uint64) {
 // burst (burst), it goes once every packets were received, so a
 // streaming sender's window keeps moving. While a gap lasts it goes at
 // once: the sender waits for it to resend.
-func (r *Rx) AckWanted(pass uint64, burst bool, every int) bool {
+//
+// With a hold (a medium where every frame costs a system call on each
+// side), it also waits until hold has passed since a pass first saw it
+// due (now is the pass's clock): a library that looks at its completions
+// again before it answers (Open MPI's progress reads its queue until it
+// is empty) makes passes between the request and the reply, and an ACK
+// sent alone at the first of them cost each message of a ping-pong a
+// datagram each way. The hold is far below the requester's probe time
+// (PTO: at least MinBackoff/2), so its timers do not run out for it.
+func (r *Rx) AckWanted(pass uint64, burst bool, every int, now, hold int64) bool {
 	switch {
 	case !r.ackDue:
 		return false
 	case r.gap:
 		return true
-	case burst:
+	case burst || r.since >= every:
 		return r.since >= every
+	case hold > 0:
+		if r.dueAt == 0 {
+			r.dueAt = now
+		}
+		return r.ackPass != pass && now-r.dueAt >= hold
 	}
-	return r.ackPass != pass || r.since >= every
+	return r.ackPass != pass
 }
 
 // AckSent clears what a frame carrying the acknowledgement paid. A data
@@ -197,7 +212,7 @@ func (r *Rx) AckSent(full bool) {
 		r.ackDue = false
 		r.book.AcksOwed--
 	}
-	r.since = 0
+	r.since, r.dueAt = 0, 0
 }
 
 // Pending reports whether an ACK is owed.
