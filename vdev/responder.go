@@ -372,6 +372,7 @@ func (d *Device) outOfSequence(fr *rxFrame) rxVerdict {
 	case transport.Duplicate:
 		d.count(uapi.CtrDuplicates, 1)
 		p.rx.Owe(d.pass)
+		p.rx.Await() // a resend: its sender's timer ran out
 		d.repeatRefusals(p)
 		return rxDuplicate
 	default: // transport.Ahead
@@ -417,6 +418,9 @@ func (d *Device) deliver(fr *rxFrame) rxVerdict {
 	switch out {
 	case delivered, discarded:
 		p.rx.Accept(d.pass)
+		if h.Flags&wire.FlagSignal != 0 {
+			p.rx.Await() // its sender waits for the DONE our ACK gives it
+		}
 	case refused:
 		p.rx.Accept(d.pass)
 		d.refuse(p, h.Seq, uint16(code)) // consumes seq: the NACK's ACK field covers it
