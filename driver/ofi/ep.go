@@ -91,9 +91,14 @@ const (
 // asks for, within [ringKiBMin, ringKiBMax] and at most a quarter of the
 // region; anything else is the default.
 func ringKiB(region int) uint64 {
-	if v, err := strconv.Atoi(param("ring_kb")); err == nil && v >= ringKiBMin && v <= ringKiBMax && v<<10 <= region/4 {
+	s := param("ring_kb")
+	if s == "" {
+		return ringKiBDefault
+	}
+	if v, err := strconv.Atoi(s); err == nil && v >= ringKiBMin && v <= ringKiBMax && v<<10 <= region/4 {
 		return uint64(v)
 	}
+	logf("FI_DIMMNET_RING_KB=%q: not a size in [%d, %d] KiB within a quarter of the region: %d KiB", s, ringKiBMin, ringKiBMax, ringKiBDefault)
 	return ringKiBDefault
 }
 

@@ -459,7 +459,9 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	tx := e.newTx()
 	tx.kind, tx.rbuf = ckLinkRMA, id
 	_, local, direct := e.linkBuf(buf, n)
-	if !direct || local%8 != 0 {
+	// FI_INJECT lets the caller reuse the source at return, and the
+	// device reads it until the peer's acknowledgement: copied.
+	if !direct || local%8 != 0 || flags&fInject != 0 {
 		at, ok := e.alloc(uint64(n))
 		if !ok {
 			e.freeTx(tx)

@@ -350,7 +350,11 @@ func TestReceiveRingSize(t *testing.T) {
 	}
 	// No receive is posted: the receiver's progress keeps every message
 	// as unexpected, and each send completes once its frame is placed.
+	deadline := time.Now().Add(10 * time.Second)
 	for done := 0; done < msgs; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sends completed", done, msgs)
+		}
 		p.readOne(t, 1)
 		if got, ok := p.readOne(t, 0); ok {
 			if got.ctx != unsafe.Pointer(&ctx[done]) {

@@ -612,7 +612,7 @@ static ssize_t dn_recvmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, m->addr, 0, 0, m->context, flags);
+	return goRecv(EPH(ep), b, l, m->addr, 0, 0, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst, void *ctx)
 {
@@ -630,7 +630,7 @@ static ssize_t dn_sendmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, m->addr, 0, m->data, m->context, flags);
+	return goSend(EPH(ep), b, l, m->addr, 0, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst)
 {
@@ -669,7 +669,7 @@ static ssize_t dn_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, m->addr, m->tag, m->ignore, m->context, flags | FI_TAGGED);
+	return goRecv(EPH(ep), b, l, m->addr, m->tag, m->ignore, m->context, (flags & ~DN_PRIVATE_FLAGS) | FI_TAGGED);
 }
 static ssize_t dn_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t tag, void *ctx)
@@ -689,7 +689,7 @@ static ssize_t dn_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, m->addr, m->tag, m->data, m->context, flags | FI_TAGGED);
+	return goSend(EPH(ep), b, l, m->addr, m->tag, m->data, m->context, (flags & ~DN_PRIVATE_FLAGS) | FI_TAGGED);
 }
 static ssize_t dn_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t tag)
 {
@@ -730,7 +730,7 @@ static ssize_t dn_readmsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64_
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l) || m->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 0, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags);
+	return goRMA(EPH(ep), 0, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t addr, uint64_t key, void *ctx)
@@ -750,7 +750,7 @@ static ssize_t dn_writemsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l) || m->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 1, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags);
+	return goRMA(EPH(ep), 1, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t addr, uint64_t key)
 {

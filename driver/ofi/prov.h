@@ -47,6 +47,9 @@
  * completes (bit 62 is no operation flag). */
 #define DN_INJECT_CALL (1ULL << 62)
 
+/* The bits above, which a caller's flags (fi_sendmsg's, ...) may not set. */
+#define DN_PRIVATE_FLAGS (DN_DEFAULT | DN_INJECT_CALL)
+
 const char *dn_param_str(const char *name);
 
 /* Receives fi_recv and fi_trecv post without entering Go: a ring in the

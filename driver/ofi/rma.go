@@ -75,7 +75,7 @@ func (e *endpoint) rma(write bool, buf unsafe.Pointer, n int, peer, addr, key, d
 	if flags&dnDefault != 0 {
 		flags = flags&^dnDefault | e.txFlags
 	}
-	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
+	if n < 0 || n > maxMsg || (n > 0 && buf == nil) || flags&fInject != 0 && n > injectMax {
 		return eMsgSize
 	}
 	p, ok := e.peer(peer)

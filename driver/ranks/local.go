@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
@@ -69,8 +70,9 @@ func RunLocal(j LocalJob) ([]byte, error) {
 		tails[r] = &tail{}
 		c.Stderr = tails[r]
 		if j.Stderr != nil {
-			c.Stderr = io.MultiWriter(j.Stderr, tails[r])
+			c.Stderr = io.MultiWriter(tails[r], j.Stderr)
 		}
+		c.WaitDelay = stderrDrain // a child's child holding the pipe cannot hold Wait
 		cmds[r] = c
 	}
 	if err := StartRanks(seg, cmds); err != nil {
@@ -83,6 +85,10 @@ func RunLocal(j LocalJob) ([]byte, error) {
 	}
 	return out0.Bytes(), nil
 }
+
+// stderrDrain bounds how long a rank's Wait waits, once the rank has
+// exited, for its standard error's pipe to close.
+const stderrDrain = 10 * time.Second
 
 // tailBytes is how much of a rank's standard error a failure quotes: a
 // rank that fails once under load (a test's flake) then says why even
