@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/transport"
 )
 
 // In request-reply traffic the reply carries the ACK of the request. A
@@ -53,5 +54,99 @@ func TestSlowReplierAcksAlone(t *testing.T) {
 	}
 	if got := counter(pp.a, uapi.CtrRxPush); got != 17 {
 		t.Fatalf("requester received %d replies, want 17", got)
+	}
+}
+
+// TestReplyAfterProgressPassesCarriesAck: a replier's library that looks
+// at its completions a few more times before it answers (Open MPI's
+// progress reads its queue until it is empty) runs device passes between
+// the request and the reply. On a medium where a frame costs a system
+// call each way, the reply still carries the ACK (transport.AckHold):
+// none goes alone. On a lossless medium the ACK goes at the next pass, as
+// it costs only a slot store there.
+func TestReplyAfterProgressPassesCarriesAck(t *testing.T) {
+	for _, lossless := range []bool{false, true} {
+		pp := newPostPair(t, 64)
+		for _, d := range []*Device{pp.a, pp.b} {
+			d.tcfg.Lossless = lossless
+			d.ackHold = transport.AckHold
+			if lossless {
+				d.ackHold = 0
+			}
+		}
+		for range 16 {
+			pp.push(pp.a, 8)
+			pp.a.PollPost()
+			pp.now += 5_000
+			pp.full(pp.b) // placed; its ACK is owed
+			for range 3 { // the library's passes before it answers, 1 µs apart
+				pp.now += 1_000
+				pp.full(pp.b)
+			}
+			pp.push(pp.b, 8)
+			pp.b.PollPost() // the reply
+			pp.now += 5_000
+			pp.full(pp.a)
+		}
+		got := counter(pp.b, uapi.CtrAcksTx)
+		if !lossless && got != 0 {
+			t.Errorf("frame medium: %d standalone ACKs for 16 requests answered within 3 µs, want none (the replies carry them)", got)
+		}
+		if lossless && got != 16 {
+			t.Errorf("lossless medium: %d standalone ACKs, want 16 (one at the pass after each request)", got)
+		}
+		if n := counter(pp.a, uapi.CtrRxPush); n != 16 {
+			t.Fatalf("requester received %d replies, want 16", n)
+		}
+	}
+}
+
+// TestAwaitedAckIsNotHeld: the hold is only for ACKs no sender waits on.
+// A request that asks for a completion (a signalled command, as a
+// library's blocking send is) gets its ACK at the replier's next pass
+// even on a frame medium, so a replier whose library then stops calling
+// for milliseconds (computing) leaves the sender neither waiting for its
+// DONE nor probing; an unsignalled one (an inject) is held for a reply.
+func TestAwaitedAckIsNotHeld(t *testing.T) {
+	for _, signalled := range []bool{true, false} {
+		pp := newPostPair(t, 64)
+		for _, d := range []*Device{pp.a, pp.b} {
+			d.tcfg.RTOFloor, d.tcfg.Lossless = 0, false // a frame medium's timers
+			d.ackHold = transport.AckHold
+		}
+		var flags uint8
+		if signalled {
+			flags = uapi.FlagSignal
+		}
+		post(pp.a, 0, uapi.Desc{Opcode: uapi.OpPUSH, Flags: flags, DstNode: 2, SrcProc: uapi.GPID(1, 0), Length: 8, Cookie: 7})
+		pp.a.PollPost()
+		pp.now += 5_000
+		pp.full(pp.b) // placed; its ACK is owed
+		for range 2 { // the library's last looks, 1 µs apart, then it computes
+			pp.now += 1_000
+			pp.full(pp.b)
+		}
+		acks := counter(pp.b, uapi.CtrAcksTx)
+		if signalled && acks != 1 {
+			t.Fatalf("signalled: the replier sent %d standalone ACKs in its passes after the request, want 1", acks)
+		}
+		if !signalled && acks != 0 {
+			t.Fatalf("unsignalled: the replier sent %d standalone ACKs within the hold, want 0 (held for a reply)", acks)
+		}
+		if !signalled {
+			continue
+		}
+		for range 30 { // 3 ms of the sender's passes; the replier makes none
+			pp.now += 100_000
+			pp.full(pp.a)
+		}
+		for _, c := range []uapi.Counter{uapi.CtrTLPs, uapi.CtrRetransmits, uapi.CtrRetxTimeout} {
+			if n := counter(pp.a, c); n != 0 {
+				t.Fatalf("signalled: sender %v = %d while the replier computed, want 0", c, n)
+			}
+		}
+		if s := pp.a.r.ReadStatus(pp.a.g.StatqOff); s.Type != uapi.StDone || s.Cookie != 7 {
+			t.Fatalf("signalled: the sender's first status is %v, want the PUSH's DONE", s)
+		}
 	}
 }

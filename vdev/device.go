@@ -122,6 +122,7 @@ type Device struct {
 	tracer                      atomic.Pointer[tracer] // live trace watchers (Watch); nil: none
 	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
+	ackHold                     int64 // transport.AckHold on media where a frame costs a system call; 0 on lossless ones
 	maxPayload                  uint32
 	parser                      *wire.Parser
 
@@ -319,8 +320,10 @@ func (d *Device) AttachPort(p link.Port) {
 	if c, ok := p.(link.TxErrorCounter); ok {
 		d.linkTxErrors = c.TxErrors
 	}
+	d.ackHold = transport.AckHold
 	if l, ok := p.(link.LosslessMedium); ok && l.Lossless() {
 		d.tcfg.RTOFloor, d.tcfg.Lossless = transport.LosslessRTO, true
+		d.ackHold = 0 // an ACK alone costs a slot store, not a system call
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)
@@ -479,6 +482,7 @@ func (d *Device) Close() error {
 	if d.port != nil && d.book.AcksOwed > 0 && d.running.acquire() {
 		d.guard(func() {
 			d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
+			d.ackHold = 0
 			d.flushAcks(false)
 		})
 		d.running.release()

@@ -375,6 +375,7 @@ func (d *Device) outOfSequence(fr *rxFrame) rxVerdict {
 	case transport.Duplicate:
 		d.count(uapi.CtrDuplicates, 1)
 		p.rx.Owe(d.pass)
+		p.rx.Await() // a resend: its sender's timer ran out
 		d.repeatRefusals(p)
 		return rxDuplicate
 	default: // transport.Ahead
@@ -427,6 +428,9 @@ func (d *Device) deliver(fr *rxFrame) rxVerdict {
 	switch out {
 	case delivered, discarded:
 		p.rx.Accept(d.pass)
+		if h.Flags&wire.FlagSignal != 0 {
+			p.rx.Await() // its sender waits for the DONE our ACK gives it
+		}
 	case refused:
 		p.rx.Accept(d.pass)
 		d.refuse(p, h.Seq, uint16(code), mask) // consumes seq: the NACK's ACK field covers it
@@ -725,11 +729,15 @@ func (d *Device) ackEvery() int { return max(1, d.cfg.Window/8) }
 // data frame carried; see transport.Rx.AckWanted for when. An ACK the
 // link refused stays due and is tried again on the next pass.
 func (d *Device) flushAcks(burst bool) {
+	var now int64 // read once, and only where ACKs are held for replies
 	for _, p := range d.peerList {
 		if !p.rx.Pending() || len(p.owedCtl) > 0 { // owed NACKs go first: they carry the same ACK
 			continue
 		}
-		if !p.rx.AckWanted(d.pass, burst, d.ackEvery()) {
+		if d.ackHold > 0 && now == 0 {
+			now = d.now()
+		}
+		if !p.rx.AckWanted(d.pass, burst, d.ackEvery(), now, d.ackHold) {
 			continue
 		}
 		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0, 0); {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,12 +63,44 @@ const (
 )
 
 // Link memory of an endpoint's device: the receive ring (AMT entry 0)
-// first, then the arena every staging copy and rendezvous bounce comes
-// from.
+// first (ringKiB, FI_DIMMNET_RING_KB), then the arena every staging copy
+// and rendezvous bounce comes from.
+const ringAMT = 0
+
+// The receive ring's default, least and largest sizes in KiB. The ring
+// is small because its pages must stay hot: each 8-byte message takes 48
+// bytes of it, so a 4 MiB ring came back to a page only after 87,000
+// messages (0.2 s of a ping-pong), and on this project's VMs a page left
+// that long cost about 15 µs at its next touch, though the guest counted
+// no fault: a stall every 85 messages on each side, 0.11 µs of fi_pingpong's
+// 8-byte mean (ppstat, 200,000 round trips: 1,867 stalls over 20 µs with
+// 4 MiB, 860 with 256 KiB, where libfabric's shm has about 800). The
+// receiver copies what no posted receive takes out of the ring at once
+// (arrive), so the ring only absorbs the frames that come between two
+// progress calls, and a full one holds the sender's frame until the
+// provider frees room (a quarter ring at a time). The least holds two
+// eager messages of the largest size and their headers, as the device
+// requires of a ring.
 const (
-	ringAMT   = 0
-	ringBytes = 4 << 20
+	ringKiBDefault = 256
+	ringKiBMin     = 64
+	ringKiBMax     = 64 << 10
 )
+
+// ringKiB is the receive ring's size the FI_DIMMNET_RING_KB variable
+// asks for, within [ringKiBMin, ringKiBMax] and at most a quarter of the
+// region; anything else is the default.
+func ringKiB(region int) uint64 {
+	s := param("ring_kb")
+	if s == "" {
+		return ringKiBDefault
+	}
+	if v, err := strconv.Atoi(s); err == nil && v >= ringKiBMin && v <= ringKiBMax && v<<10 <= region/4 {
+		return uint64(v)
+	}
+	logf("FI_DIMMNET_RING_KB=%q: not a size in [%d, %d] KiB within a quarter of the region: %d KiB", s, ringKiBMin, ringKiBMax, ringKiBDefault)
+	return ringKiBDefault
+}
 
 // ops' cookie kinds, the top byte of a command's cookie.
 const (
@@ -91,7 +124,8 @@ type txOp struct {
 	tag, data uint64
 	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
-	inject    bool // no completion, not even an error entry: the counter counts it
+	inject    bool // FI_INJECT: the caller may reuse the buffer once the call returns
+	silent    bool // an inject call: no completion, not even an error entry (the counter counts it)
 
 	lmHdr *lmBuf // linkmem.go: an eager send from the caller's buffer holds its header room
 }
@@ -133,17 +167,18 @@ type pullOp struct {
 // endpoint is one FI_EP_RDM endpoint: one device of its own on the
 // chosen medium, one driver, and the matching state.
 type endpoint struct {
-	c       unsafe.Pointer // its struct dn_ep (C memory): the receive queue (rxq.go); nil in Go tests
-	dev     *device
-	d       *driver.Driver
-	lm      []byte
-	ring    *driver.Ring
-	arena   arena
-	addr    [addrLen]byte
-	node    uint16
-	caps    uint64
-	txFlags uint64
-	rxFlags uint64
+	c         unsafe.Pointer // its struct dn_ep (C memory): the receive queue (rxq.go); nil in Go tests
+	dev       *device
+	d         *driver.Driver
+	lm        []byte
+	ring      *driver.Ring
+	ringBytes uint64 // the receive ring's size, at link address 0
+	arena     arena
+	addr      [addrLen]byte
+	node      uint16
+	caps      uint64
+	txFlags   uint64
+	rxFlags   uint64
 
 	txcq, rxcq      *cq
 	txSel, rxSel    bool
@@ -228,18 +263,19 @@ func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
 		pulls: map[uint64]*pullOp{}, rmaOps: map[uint64]*rmaOp{}, rmaBodies: map[uint64][2]uint64{}, addr: dev.addr, node: dev.node}
 	e.lm = e.d.LinkMem()
 	lmSize := uint64(len(e.lm))
-	e.ring, err = e.d.SetRing(ringAMT, 0, ringBytes, false)
+	e.ringBytes = ringKiB(len(e.lm)) << 10
+	e.ring, err = e.d.SetRing(ringAMT, 0, e.ringBytes, false)
 	if err != nil {
 		dev.close()
-		return nil, fmt.Errorf("receive ring: %w", err)
+		return nil, fmt.Errorf("receive ring of %d KiB: %w", e.ringBytes>>10, err)
 	}
-	e.arena.init(ringBytes, lmSize-ringBytes)
-	e.d.SetWindow(ringBytes, lmSize-ringBytes)
+	e.arena.init(e.ringBytes, lmSize-e.ringBytes)
+	e.d.SetWindow(e.ringBytes, lmSize-e.ringBytes)
 	e.eagerMax = e.d.MTU() - eagerHdrLen
 	if e.eagerMax > 16<<10 {
 		e.eagerMax = 16 << 10
 	}
-	logf("endpoint on node %d (%s), link memory %d MiB, eager up to %d", e.node, dev.medium, lmSize>>20, e.eagerMax)
+	logf("endpoint on node %d (%s), link memory %d MiB, receive ring %d KiB, eager up to %d", e.node, dev.medium, lmSize>>20, e.ringBytes>>10, e.eagerMax)
 	return e, nil
 }
 
@@ -431,8 +467,8 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	p, ok := e.peer(dst)
 	if !ok {
 		// a send to an address never inserted: named in an error entry,
-		// or refused at once when nothing would carry one (inject)
-		if flags&fInject != 0 {
+		// or refused at once when nothing would carry one (an inject call)
+		if flags&dnInjectCall != 0 {
 			return eInval
 		}
 		e.txErr(ctx, flags, n, tag, data, errAddr, 0)
@@ -446,7 +482,7 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 		hflags |= hdrData
 	}
 	src := unsafe.Slice((*byte)(buf), n)
-	if flags&fInject != 0 && e.txCntr == nil && p.node != e.node && n <= e.eagerMax {
+	if flags&dnInjectCall != 0 && e.txCntr == nil && p.node != e.node && n <= e.eagerMax {
 		// an inject nothing completes: copied, posted unsignalled, no
 		// operation kept (inject.go)
 		e.stats.Sends++
@@ -465,8 +501,9 @@ func (e *endpoint) send(buf unsafe.Pointer, n int, dst, tag, data uint64, ctx un
 	if tagged {
 		op.flags = fSend | fTagged
 	}
-	op.complete = flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)
+	op.complete = flags&dnInjectCall == 0 && (!e.txSel || flags&fCompletion != 0)
 	op.inject = flags&fInject != 0
+	op.silent = flags&dnInjectCall != 0
 	if p.node == e.node {
 		// to ourselves: the device sends nowhere but out, so the message
 		// is delivered here, as it would arrive, and finds the receives
@@ -1068,7 +1105,7 @@ func (e *endpoint) status(s *uapi.Status) {
 		failed := s.Type == uapi.StError
 		switch kind {
 		case ckSend:
-			if failed && op.inject {
+			if failed && op.silent {
 				logf("an inject to node %d failed: %v", s.SrcNode, s.Err)
 				if e.txCntr != nil {
 					e.txCntr.errs++

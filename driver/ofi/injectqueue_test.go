@@ -19,7 +19,7 @@ func TestInjectQueueStaysBoundedInAStream(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 0; i < n; {
-		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, injectCall); r {
 		case 0:
 			i++
 		case eAgain:
@@ -71,7 +71,7 @@ func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 		t.Fatal("rendezvous send", ret)
 	}
 	for range 8 { // injects staged right after the body
-		if ret := p.e[0].send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, fInject); ret != 0 {
+		if ret := p.e[0].send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, injectCall); ret != 0 {
 			t.Fatal("inject", ret)
 		}
 	}
@@ -116,5 +116,73 @@ func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a %d-byte rendezvous receive never completed (%d pulls waiting for room)", want, waiting)
 		}
+	}
+}
+
+// TestLinkMemAllocFreesHeldInjects: the caller's link-memory buffer, as
+// a rendezvous receive's bounce, gets the room that held inject stagings
+// split, by the FENCE that frees them, rather than failing with no room.
+func TestLinkMemAllocFreesHeldInjects(t *testing.T) {
+	p := openPairRegion(t, 64) // a reserve (17 MiB) well below half the arena
+	e := p.e[0]
+	const body = 16 << 20 // the largest message
+	var sctx, rctx [32]byte
+	var msg [8]byte
+	big := make([]byte, body)
+	rbuf := make([]byte, body)
+	mu.Lock()
+	f0, _ := arenaFree(e)
+	// A buffer first, then the body, then the injects' stagings: freed,
+	// the buffer and the body leave the stagings in the arena's middle.
+	first, err := e.lmAlloc(f0/2-body-lmRoom-4096, 0)
+	r := p.e[1].newRecv()
+	*r = recvOp{buf: unsafe.Pointer(&rbuf[0]), size: body, src: addrUnspec, ctx: unsafe.Pointer(&rctx), flags: dnDefault}
+	ret := p.e[1].recv(r)
+	if err == nil && ret == 0 {
+		ret = e.send(unsafe.Pointer(&big[0]), body, p.dst[0], 0, 0, unsafe.Pointer(&sctx), dnDefault)
+	}
+	for k := 0; k < 8 && err == nil && ret == 0; k++ {
+		ret = e.send(unsafe.Pointer(&msg), 8, p.dst[0], 0, 0, nil, injectCall)
+	}
+	mu.Unlock()
+	if err != nil || ret != 0 {
+		t.Fatalf("set up: alloc %v, recv, send or inject %d", err, ret)
+	}
+	p.take(t, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the sender's completion (the FIN frees the body)
+		if _, ok := p.readOne(t, 0); ok {
+			break
+		}
+		mu.Lock()
+		p.e[1].progress()
+		mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no send completion")
+		}
+	}
+	mu.Lock()
+	err = e.lmFree(first)
+	free, largest := arenaFree(e)
+	held := e.inj.held
+	size := free - e.lmReserve() - lmRoom - 4096
+	var b unsafe.Pointer
+	if err == nil && held > 0 && size > largest {
+		b, err = e.lmAlloc(size, 0)
+	}
+	left := e.inj.held
+	if b != nil {
+		e.lmFree(b)
+	}
+	mu.Unlock()
+	switch {
+	case held == 0:
+		t.Skip("no inject staging held: the arena is not split, nothing to test")
+	case size <= largest:
+		t.Skipf("the split leaves a piece of %d for %d bytes: nothing to test", largest, size)
+	case err != nil:
+		t.Fatalf("alloc %d bytes (%d free, largest piece %d, %d stagings held): %v", size, free, largest, held, err)
+	case left != 0:
+		t.Errorf("%d inject stagings still held after the FENCE", left)
 	}
 }

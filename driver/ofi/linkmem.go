@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/dimmnet/dimmnet/driver"
+	"github.com/dimmnet/dimmnet/internal/monotime"
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
@@ -73,7 +74,7 @@ func (e *endpoint) lmReserve() uint64 {
 	return min(uint64(maxMsg)+1<<20, e.arenaBytes()/2)
 }
 
-func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - ringBytes }
+func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - e.ringBytes }
 
 // lmAvail is the largest buffer alloc could hand out now (alignment 64).
 func (e *endpoint) lmAvail() uint64 {
@@ -105,16 +106,19 @@ func (e *endpoint) lmAlloc(size, align uint64) (unsafe.Pointer, error) {
 		return nil, fmt.Errorf("alloc %d bytes aligned %d, link memory %d: %w", size, align, len(e.lm), errLmNoRoom)
 	}
 	n := (lmRoom + size + align - granule + granule - 1) &^ (granule - 1)
-	var free uint64
-	for _, s := range e.arena.free_ {
-		free += s.n
+	at, err := e.lmTake(size, n)
+	if errors.Is(err, errLmNoRoom) && e.inj.held > 0 {
+		// Unsignalled injects' stagings are room a FENCE's DONE gives
+		// back (a round trip), and they may be what splits the arena:
+		// take them back before saying there is none.
+		e.injectFence()
+		for deadline := monotime.Now() + fenceWaitNs; e.inj.fence != 0 && monotime.Now() < deadline; {
+			e.progress()
+		}
+		at, err = e.lmTake(size, n)
 	}
-	if free < n || free-n < e.lmReserve() {
-		return nil, fmt.Errorf("alloc %d bytes: %d free, %d kept for bounce copies: %w", size, free, e.lmReserve(), errLmNoRoom)
-	}
-	at, ok := e.arena.alloc(n)
-	if !ok {
-		return nil, fmt.Errorf("alloc %d bytes: no piece of %d free: %w", size, n, errLmNoRoom)
+	if err != nil {
+		return nil, err
 	}
 	b := &lmBuf{at: at, n: n, size: size, user: (at + lmRoom + align - 1) &^ (align - 1)}
 	i := sort.Search(len(e.linkBufs.bufs), func(i int) bool { return e.linkBufs.bufs[i].user > b.user })
@@ -126,6 +130,29 @@ func (e *endpoint) lmAlloc(size, align uint64) (unsafe.Pointer, error) {
 		logf("linkmem alloc %d bytes aligned %d at link %#x", size, align, b.user)
 	}
 	return unsafe.Pointer(&e.lm[b.user]), nil
+}
+
+// fenceWaitNs bounds how long lmAlloc waits for the FENCE that frees
+// held inject stagings: a peer that never acknowledges them (gone, or a
+// lossy link's long timeout) makes alloc fail with errLmNoRoom instead of
+// hanging.
+const fenceWaitNs = 100_000_000
+
+// lmTake takes n arena bytes for a size-byte buffer, keeping back the
+// bounce copies' reserve.
+func (e *endpoint) lmTake(size, n uint64) (uint64, error) {
+	var free uint64
+	for _, s := range e.arena.free_ {
+		free += s.n
+	}
+	if free < n || free-n < e.lmReserve() {
+		return 0, fmt.Errorf("alloc %d bytes: %d free, %d kept for bounce copies: %w", size, free, e.lmReserve(), errLmNoRoom)
+	}
+	at, ok := e.arena.alloc(n)
+	if !ok {
+		return 0, fmt.Errorf("alloc %d bytes: no piece of %d free: %w", size, n, errLmNoRoom)
+	}
+	return at, nil
 }
 
 // lmFree takes back a buffer lmAlloc handed out.
@@ -432,7 +459,9 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	tx := e.newTx()
 	tx.kind, tx.rbuf = ckLinkRMA, id
 	_, local, direct := e.linkBuf(buf, n)
-	if !direct || local%8 != 0 {
+	// FI_INJECT lets the caller reuse the source at return, and the
+	// device reads it until the peer's acknowledgement: copied.
+	if !direct || local%8 != 0 || flags&fInject != 0 {
 		at, ok := e.alloc(uint64(n))
 		if !ok {
 			e.freeTx(tx)

@@ -40,7 +40,9 @@ const (
 	fTransmit   = uint64(C.FI_TRANSMIT)
 	fMultiRecv  = uint64(C.FI_MULTI_RECV)
 
-	dnDefault = uint64(C.DN_DEFAULT)
+	dnDefault    = uint64(C.DN_DEFAULT)
+	dnInjectCall = uint64(C.DN_INJECT_CALL)
+	injectCall   = fInject | dnInjectCall // the flags an inject call passes
 
 	addrUnspec = ^uint64(0) // FI_ADDR_UNSPEC
 	notAvail   = ^uint64(0) // FI_ADDR_NOTAVAIL

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -24,8 +25,14 @@ type pair struct {
 
 func openPair(tb testing.TB) *pair {
 	tb.Helper()
+	return openPairRegion(tb, 16)
+}
+
+// openPairRegion is openPair with regions of mb MiB each.
+func openPairRegion(tb testing.TB, mb int) *pair {
+	tb.Helper()
 	tb.Setenv("FI_DIMMNET_DIR", tb.TempDir())
-	tb.Setenv("FI_DIMMNET_REGION_MB", "16")
+	tb.Setenv("FI_DIMMNET_REGION_MB", strconv.Itoa(mb))
 	mu.Lock()
 	defer mu.Unlock()
 	p := &pair{}
@@ -112,7 +119,7 @@ func (l *injectLoop) post(i int) {
 func (l *injectLoop) send(i int) {
 	mu.Lock()
 	defer mu.Unlock()
-	if r := l.p.e[i].send(unsafe.Pointer(&l.msg[i]), 8, l.p.dst[i], 0, 0, nil, fInject); r != 0 {
+	if r := l.p.e[i].send(unsafe.Pointer(&l.msg[i]), 8, l.p.dst[i], 0, 0, nil, injectCall); r != 0 {
 		l.tb.Fatalf("inject: %d", r)
 	}
 }
@@ -148,7 +155,7 @@ func TestEagerMessagesArriveWhole(t *testing.T) {
 		*r = recvOp{buf: unsafe.Pointer(&dst[0]), size: len(dst), src: addrUnspec, ctx: unsafe.Pointer(&ctx), flags: dnDefault}
 		ret := p.e[1].recv(r)
 		if ret == 0 {
-			ret = p.e[0].send(unsafe.Pointer(&src[0]), n, p.dst[0], 0, data, nil, fInject|fCQData)
+			ret = p.e[0].send(unsafe.Pointer(&src[0]), n, p.dst[0], 0, data, nil, injectCall|fCQData)
 		}
 		mu.Unlock()
 		if ret != 0 {
@@ -273,7 +280,7 @@ func TestInjectStreamSignalsOneIn64(t *testing.T) {
 	before := p.e[0].d.Counter(uapi.CtrStatusWritten)
 	for i := 0; i < n; {
 		msg[0] = byte(i)
-		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, fInject); r {
+		switch r := p.e[0].send(unsafe.Pointer(&msg), len(msg), p.dst[0], 0, 0, nil, injectCall); r {
 		case 0:
 			i++
 		case eAgain:
@@ -307,5 +314,118 @@ func TestInjectStreamSignalsOneIn64(t *testing.T) {
 		if m.n != len(msg) || m.body[0] != byte(i) {
 			t.Fatalf("message %d: %d bytes, first %d", i, m.n, m.body[0])
 		}
+	}
+}
+
+// TestReceiveRingSize: FI_DIMMNET_RING_KB sizes each endpoint's receive
+// ring within its bounds (anything else is the default), and a ring much
+// smaller than what is sent at once still carries every eager message
+// whole and in order: the receiver copies what no receive takes out of
+// the ring, and a full ring holds the sender's frame until there is room.
+func TestReceiveRingSize(t *testing.T) {
+	for v, want := range map[string]uint64{"": ringKiBDefault, "7": ringKiBDefault, "8192": ringKiBDefault, "1048576": ringKiBDefault, "64": 64, "1024": 1024} {
+		t.Setenv("FI_DIMMNET_RING_KB", v)
+		p := openPair(t) // a 16 MiB region: at most a 4 MiB ring
+		for _, e := range p.e {
+			if e.ringBytes != want<<10 || e.arenaBytes() != uint64(len(e.lm))-want<<10 {
+				t.Fatalf("FI_DIMMNET_RING_KB=%q: ring %d bytes, arena %d of %d, want a %d KiB ring", v, e.ringBytes, e.arenaBytes(), len(e.lm), want)
+			}
+		}
+	}
+
+	t.Setenv("FI_DIMMNET_RING_KB", "64")
+	p := openPair(t)
+	n := p.e[0].eagerMax
+	const msgs = 32 // 16 times the ring at 16 KiB each
+	src := make([][]byte, msgs)
+	ctx := make([][32]byte, msgs)
+	for k := range src {
+		src[k] = bytes.Repeat([]byte{byte(k + 1)}, n)
+		mu.Lock()
+		ret := p.e[0].send(unsafe.Pointer(&src[k][0]), n, p.dst[0], 0, 0, unsafe.Pointer(&ctx[k]), 0)
+		mu.Unlock()
+		if ret != 0 {
+			t.Fatalf("send %d of %d bytes: %d", k, n, ret)
+		}
+	}
+	// No receive is posted: the receiver's progress keeps every message
+	// as unexpected, and each send completes once its frame is placed.
+	deadline := time.Now().Add(10 * time.Second)
+	for done := 0; done < msgs; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sends completed", done, msgs)
+		}
+		p.readOne(t, 1)
+		if got, ok := p.readOne(t, 0); ok {
+			if got.ctx != unsafe.Pointer(&ctx[done]) {
+				t.Fatalf("send completion %d: context %p, want %p", done, got.ctx, &ctx[done])
+			}
+			done++
+		}
+	}
+	if h := p.e[1].d.Counter(uapi.CtrRingFullHolds) + p.e[1].d.Counter(uapi.CtrRingFullNACKs); h == 0 {
+		t.Fatal("the ring never filled: the stream did not test a full ring")
+	}
+	dst := make([]byte, n+1)
+	var rctx [32]byte
+	for k := range msgs {
+		clear(dst)
+		mu.Lock()
+		r := p.e[1].newRecv()
+		*r = recvOp{buf: unsafe.Pointer(&dst[0]), size: len(dst), src: addrUnspec, ctx: unsafe.Pointer(&rctx), flags: dnDefault}
+		ret := p.e[1].recv(r)
+		mu.Unlock()
+		if ret != 0 {
+			t.Fatalf("recv %d: %d", k, ret)
+		}
+		got := p.take(t, 1)
+		if got.len != n || !bytes.Equal(dst[:n], src[k]) {
+			t.Fatalf("message %d: %d bytes, first %d, want %d bytes of %d", k, got.len, dst[0], n, k+1)
+		}
+	}
+}
+
+// TestSendmsgInjectCompletes: FI_INJECT as fi_sendmsg's flag only lets
+// the caller reuse the buffer at once; unlike fi_inject, the send still
+// completes with its context, and one to an address never inserted
+// completes with an error entry instead of failing the call.
+func TestSendmsgInjectCompletes(t *testing.T) {
+	p := openPair(t)
+	msg := []byte("reusable")
+	var sctx, rctx [32]byte
+	rbuf := make([]byte, 64)
+	mu.Lock()
+	r := p.e[1].newRecv()
+	*r = recvOp{buf: unsafe.Pointer(&rbuf[0]), size: len(rbuf), src: addrUnspec, ctx: unsafe.Pointer(&rctx), flags: dnDefault}
+	ret := p.e[1].recv(r)
+	if ret == 0 {
+		ret = p.e[0].send(unsafe.Pointer(&msg[0]), len(msg), p.dst[0], 0, 0, unsafe.Pointer(&sctx), fInject|fCompletion)
+	}
+	mu.Unlock()
+	if ret != 0 {
+		t.Fatalf("recv or sendmsg(FI_INJECT): %d", ret)
+	}
+	copy(msg, "scribble") // the caller's right once the call returned
+	if got := p.take(t, 1); got.len != 8 || string(rbuf[:8]) != "reusable" {
+		t.Fatalf("received %q (%d bytes), want %q", rbuf[:got.len], got.len, "reusable")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got, ok := p.readOne(t, 0); ok {
+			if got.ctx != unsafe.Pointer(&sctx) || got.flags&fSend == 0 {
+				t.Fatalf("send completion %+v, want the send's context", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sendmsg(FI_INJECT) never completed")
+		}
+	}
+	mu.Lock()
+	ret = p.e[0].send(unsafe.Pointer(&msg[0]), len(msg), 12345, 0, 0, unsafe.Pointer(&sctx), fInject)
+	errs := len(p.q[0].errs)
+	mu.Unlock()
+	if ret != 0 || errs != 1 {
+		t.Fatalf("sendmsg(FI_INJECT) to an address never inserted: returned %d with %d error entries, want 0 and 1", ret, errs)
 	}
 }

@@ -612,7 +612,7 @@ static ssize_t dn_recvmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, m->addr, 0, 0, m->context, flags);
+	return goRecv(EPH(ep), b, l, m->addr, 0, 0, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst, void *ctx)
 {
@@ -630,11 +630,11 @@ static ssize_t dn_sendmsg(struct fid_ep *ep, const struct fi_msg *m, uint64_t fl
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, m->addr, 0, m->data, m->context, flags);
+	return goSend(EPH(ep), b, l, m->addr, 0, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, NULL, FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, 0, NULL, FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dst, void *ctx)
 {
@@ -642,7 +642,7 @@ static ssize_t dn_senddata(struct fid_ep *ep, const void *buf, size_t len, void 
 }
 static ssize_t dn_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dst)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, 0, data, NULL, FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_msg dn_msg_ops = {
 	.size = sizeof(struct fi_ops_msg), .recv = dn_recv, .recvv = dn_recvv, .recvmsg = dn_recvmsg,
@@ -669,7 +669,7 @@ static ssize_t dn_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goRecv(EPH(ep), b, l, m->addr, m->tag, m->ignore, m->context, flags | FI_TAGGED);
+	return goRecv(EPH(ep), b, l, m->addr, m->tag, m->ignore, m->context, (flags & ~DN_PRIVATE_FLAGS) | FI_TAGGED);
 }
 static ssize_t dn_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t tag, void *ctx)
@@ -689,11 +689,11 @@ static ssize_t dn_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *m, uin
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l))
 		return -FI_EINVAL;
-	return goSend(EPH(ep), b, l, m->addr, m->tag, m->data, m->context, flags | FI_TAGGED);
+	return goSend(EPH(ep), b, l, m->addr, m->tag, m->data, m->context, (flags & ~DN_PRIVATE_FLAGS) | FI_TAGGED);
 }
 static ssize_t dn_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t tag)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, NULL, FI_TAGGED | FI_INJECT);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, 0, NULL, FI_TAGGED | FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t tag, void *ctx)
@@ -703,7 +703,7 @@ static ssize_t dn_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void
 static ssize_t dn_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 			      fi_addr_t dst, uint64_t tag)
 {
-	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, NULL, FI_TAGGED | FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goSend(EPH(ep), (void *)buf, len, dst, tag, data, NULL, FI_TAGGED | FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_tagged dn_tagged_ops = {
 	.size = sizeof(struct fi_ops_tagged), .recv = dn_trecv, .recvv = dn_trecvv, .recvmsg = dn_trecvmsg,
@@ -730,7 +730,7 @@ static ssize_t dn_readmsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64_
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l) || m->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 0, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags);
+	return goRMA(EPH(ep), 0, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dst,
 			uint64_t addr, uint64_t key, void *ctx)
@@ -750,11 +750,11 @@ static ssize_t dn_writemsg(struct fid_ep *ep, const struct fi_msg_rma *m, uint64
 	void *b; size_t l;
 	if (dn_iov1(m->msg_iov, m->iov_count, &b, &l) || m->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return goRMA(EPH(ep), 1, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags);
+	return goRMA(EPH(ep), 1, b, l, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, m->data, m->context, flags & ~DN_PRIVATE_FLAGS);
 }
 static ssize_t dn_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dst, uint64_t addr, uint64_t key)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, NULL, FI_INJECT);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, 0, NULL, FI_INJECT | DN_INJECT_CALL);
 }
 static ssize_t dn_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			    fi_addr_t dst, uint64_t addr, uint64_t key, void *ctx)
@@ -764,7 +764,7 @@ static ssize_t dn_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 static ssize_t dn_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 				 fi_addr_t dst, uint64_t addr, uint64_t key)
 {
-	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+	return goRMA(EPH(ep), 1, (void *)buf, len, dst, addr, key, data, NULL, FI_INJECT | DN_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 static struct fi_ops_rma dn_rma_ops = {
 	.size = sizeof(struct fi_ops_rma), .read = dn_read, .readv = dn_readv, .readmsg = dn_readmsg,
@@ -980,5 +980,7 @@ __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
 			"Largest message getinfo offers (default and bound: 16 MiB)");
 	fi_param_define(&dn_prov, "region_mb", FI_PARAM_INT,
 			"Size of each endpoint's device region in MiB (default 64)");
+	fi_param_define(&dn_prov, "ring_kb", FI_PARAM_INT,
+			"Size of each endpoint's receive ring in KiB, 64 to 65536 and at most a quarter of the region (default 256: a small ring's pages stay hot)");
 	return &dn_prov;
 }

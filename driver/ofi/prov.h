@@ -40,6 +40,16 @@
  * the endpoint's default op_flags (bit 63 is no operation flag). */
 #define DN_DEFAULT (1ULL << 63)
 
+/* Marks the inject calls (fi_inject, fi_tinject, fi_injectdata,
+ * fi_tinjectdata, fi_inject_write, fi_inject_writedata): they owe the caller
+ * nothing once they return, not even an error entry. FI_INJECT itself, as
+ * fi_sendmsg's flag, only frees the buffer at once: such a send still
+ * completes (bit 62 is no operation flag). */
+#define DN_INJECT_CALL (1ULL << 62)
+
+/* The bits above, which a caller's flags (fi_sendmsg's, ...) may not set. */
+#define DN_PRIVATE_FLAGS (DN_DEFAULT | DN_INJECT_CALL)
+
 const char *dn_param_str(const char *name);
 
 /* Receives fi_recv and fi_trecv post without entering Go: a ring in the

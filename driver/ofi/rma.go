@@ -75,18 +75,18 @@ func (e *endpoint) rma(write bool, buf unsafe.Pointer, n int, peer, addr, key, d
 	if flags&dnDefault != 0 {
 		flags = flags&^dnDefault | e.txFlags
 	}
-	if n < 0 || n > maxMsg || (n > 0 && buf == nil) {
+	if n < 0 || n > maxMsg || (n > 0 && buf == nil) || flags&fInject != 0 && n > injectMax {
 		return eMsgSize
 	}
 	p, ok := e.peer(peer)
 	if !ok {
-		if flags&fInject != 0 {
+		if flags&dnInjectCall != 0 {
 			return eInval
 		}
 		e.txErr(ctx, fRMA, n, 0, 0, errAddr, 0)
 		return 0
 	}
-	op := &rmaOp{ctx: ctx, buf: buf, n: n, cq: flags&fInject == 0 && (!e.txSel || flags&fCompletion != 0)}
+	op := &rmaOp{ctx: ctx, buf: buf, n: n, cq: flags&dnInjectCall == 0 && (!e.txSel || flags&fCompletion != 0)}
 	kind := byte(kindReadReq)
 	op.flags, op.cntr = fRMA|fRead, e.rdCntr
 	if write {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/dimmnet/dimmnet/internal/subproc"
 )
@@ -30,7 +31,7 @@ type LocalJob struct {
 	// Args gives the role's arguments, from the job's shared-memory
 	// directory and the udp peers file ("" on other links).
 	Args   func(shmDir, peers string) []string
-	Stderr io.Writer // every rank's standard error; nil discards it
+	Stderr io.Writer // every rank's standard error; nil discards it (a failed rank's error quotes its last KiB either way)
 }
 
 // RunLocal makes the job's directory and medium (LocalMedium), starts its
@@ -52,6 +53,7 @@ func RunLocal(j LocalJob) ([]byte, error) {
 		defer seg.Close()
 	}
 	cmds := make([]*exec.Cmd, j.NP)
+	tails := make([]*tail, j.NP)
 	var out0 bytes.Buffer
 	for r := range cmds {
 		c, err := subproc.Command(j.Role, j.Args(dir+"/shm", peers)...)
@@ -65,7 +67,12 @@ func RunLocal(j LocalJob) ([]byte, error) {
 		if r == 0 {
 			c.Stdout = &out0
 		}
-		c.Stderr = j.Stderr
+		tails[r] = &tail{}
+		c.Stderr = tails[r]
+		if j.Stderr != nil {
+			c.Stderr = io.MultiWriter(tails[r], j.Stderr)
+		}
+		c.WaitDelay = stderrDrain // a child's child holding the pipe cannot hold Wait
 		cmds[r] = c
 	}
 	if err := StartRanks(seg, cmds); err != nil {
@@ -73,8 +80,28 @@ func RunLocal(j LocalJob) ([]byte, error) {
 	}
 	for r, e := range subproc.WaitAll(cmds, 0, nil) {
 		if e != nil {
-			return nil, fmt.Errorf("%s rank %d: %v: %w", j.Role, r, e, ErrRankFailed)
+			return nil, fmt.Errorf("%s rank %d: %v (its stderr ends %q): %w", j.Role, r, e, tails[r].b, ErrRankFailed)
 		}
 	}
 	return out0.Bytes(), nil
+}
+
+// stderrDrain bounds how long a rank's Wait waits, once the rank has
+// exited, for its standard error's pipe to close.
+const stderrDrain = 10 * time.Second
+
+// tailBytes is how much of a rank's standard error a failure quotes: a
+// rank that fails once under load (a test's flake) then says why even
+// when the job's caller discards what the ranks print.
+const tailBytes = 1024
+
+// tail keeps the last tailBytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > tailBytes {
+		t.b = append(t.b[:0], t.b[len(t.b)-tailBytes:]...)
+	}
+	return len(p), nil
 }

@@ -200,36 +200,41 @@ func (p *fdPort) init() {
 // once (EPOLLONESHOT) each time the watcher arms it (armWatch); the
 // descriptor is a duplicate the runtime never saw, and the original is
 // closed.
-func (p *fdPort) leavePoller() error {
+func (p *fdPort) leavePoller() (err error) {
 	nfd, err := unix.FcntlInt(uintptr(p.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("dup: %w", err)
 	}
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		unix.Close(nfd)
+	ep := -1 // ours to close until an os.File owns it
+	defer func() {
+		if err != nil {
+			if ep >= 0 {
+				unix.Close(ep)
+			}
+			unix.Close(nfd)
+		}
+	}()
+	if ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		ep = -1
 		return fmt.Errorf("epoll_create1: %w", err)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(nfd)}
 	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, nfd, &ev); err != nil {
-		unix.Close(ep)
-		unix.Close(nfd)
 		return fmt.Errorf("epoll_ctl: %w", err)
 	}
 	if err := unix.SetNonblock(ep, true); err != nil {
-		unix.Close(ep)
-		unix.Close(nfd)
 		return fmt.Errorf("epoll non-blocking: %w", err)
 	}
 	f := os.NewFile(uintptr(ep), "dimmnet-port-watch") // non-blocking: in the runtime's poller
+	epfd := ep
+	ep = -1
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		unix.Close(nfd)
 		return fmt.Errorf("epoll raw conn: %w", err)
 	}
 	old := p.conn
-	p.fd, p.rc, p.conn, p.watchEp = nfd, rc, &watchedFD{watch: f, fd: nfd}, ep
+	p.fd, p.rc, p.conn, p.watchEp = nfd, rc, &watchedFD{watch: f, fd: nfd}, epfd
 	old.Close() // the socket lives on in nfd
 	return nil
 }

@@ -24,6 +24,8 @@ type Rx struct {
 
 	ackDue  bool   // an ACK (a gap NACK while gap) is owed
 	ackPass uint64 // the engine pass that made it due
+	dueAt   int64  // when a pass first saw it due (AckWanted with a hold); 0 not yet
+	awaited bool   // a packet it covers is one its sender waits on (Await): no hold
 	since   int    // packets that made it due since the last one left
 
 	left  [4]uint16 // epochs of the last sessions left, most recent first
@@ -168,22 +170,45 @@ func (r *Rx) Owe(pass uint64) {
 	r.since++
 }
 
+// Await notes that the ACK owed covers a packet whose sender waits on
+// it: a completion asked for (a signalled command), or a resend. That
+// ACK is not held for a reply (AckWanted): the sender's command, or its
+// timer, would wait for as long as the replier's library stayed away.
+func (r *Rx) Await() { r.awaited = true }
+
 // AckWanted reports whether a standalone ACK should go now. An ACK made
 // due in pass N waits for the command engine's look in pass N+1, so a
 // reply the driver posts meanwhile carries it; at the end of a receive
 // burst (burst), it goes once every packets were received, so a
 // streaming sender's window keeps moving. While a gap lasts it goes at
 // once: the sender waits for it to resend.
-func (r *Rx) AckWanted(pass uint64, burst bool, every int) bool {
+//
+// With a hold (a medium where every frame costs a system call on each
+// side), it also waits until hold has passed since a pass first saw it
+// due (now is the pass's clock): a library that looks at its completions
+// again before it answers (Open MPI's progress reads its queue until it
+// is empty) makes passes between the request and the reply, and an ACK
+// sent alone at the first of them cost each message of a ping-pong a
+// datagram each way. Not an awaited one (Await): the hold is for traffic
+// whose senders wait on nothing but the reply (injects). It is far below
+// the requester's probe time (at least MinBackoff/2); a replier whose
+// library stops calling right after the request leaves the ACK to its
+// engine's watch, as the one-pass rule did when no pass came.
+func (r *Rx) AckWanted(pass uint64, burst bool, every int, now, hold int64) bool {
 	switch {
 	case !r.ackDue:
 		return false
 	case r.gap:
 		return true
-	case burst:
+	case burst || r.since >= every:
 		return r.since >= every
+	case hold > 0 && !r.awaited:
+		if r.dueAt == 0 {
+			r.dueAt = now
+		}
+		return r.ackPass != pass && now-r.dueAt >= hold
 	}
-	return r.ackPass != pass || r.since >= every
+	return r.ackPass != pass
 }
 
 // AckSent clears what a frame carrying the acknowledgement paid. A data
@@ -197,7 +222,7 @@ func (r *Rx) AckSent(full bool) {
 		r.ackDue = false
 		r.book.AcksOwed--
 	}
-	r.since = 0
+	r.since, r.dueAt, r.awaited = 0, 0, false
 }
 
 // Pending reports whether an ACK is owed.

@@ -24,6 +24,10 @@ const (
 	MinBackoff = 100_000
 	// MaxBackoff caps the doubling interval, ns.
 	MaxBackoff = 100_000_000
+	// AckHold is how long a receiver on a medium that is not lossless
+	// keeps an ACK for a reply to carry (Rx.AckWanted): a few passes of a
+	// library's progress loop, far below the sender's probe time.
+	AckHold = 10_000
 	// LosslessRTO is the least timeout on a medium that never loses a
 	// frame (the in-memory hub: backpressure, not loss): there a timeout
 	// only means an engine was off its core, and 100 µs fired for that
