@@ -498,6 +498,7 @@ func (d *Device) transmit(p *peer, e *sentPkt, seq uint32, resend bool) error {
 			s := wire.Sub{Addr: c.RemoteAddr, Imm: c.Imm, MsgID: j.msgID, Len: c.Length, SrcProc: c.SrcProc}
 			if c.Flags&uapi.FlagSignal != 0 {
 				s.Flags = wire.FlagSignal
+				h.Flags |= wire.FlagSignal // its sender waits for a DONE: the receiver ACKs promptly
 			}
 			buf = wire.AppendSub(buf, &s, d.lm[c.LocalAddr:c.LocalAddr+uint64(c.Length)])
 		}

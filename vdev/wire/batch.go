@@ -13,8 +13,9 @@ import (
 // messages; its payload is that many sub-messages, each a SubLen-byte
 // sub-header ([SubFields]) followed by its data, padded with zeros to a
 // multiple of 8 bytes so the next sub-header is aligned. The header's
-// own Addr, Imm, MsgID, Offset and DstProc are 0 and its flags First and
-// Last are set: every sub-message is a message of its own, placed and
+// own Addr, Imm, MsgID, Offset and DstProc are 0, its flags First and
+// Last are set (Signal when a sub-message has it): every sub-message is
+// a message of its own, placed and
 // given its status as a one-packet PUSH with the sub-header's fields
 // would be. The frame is acknowledged, resent and deduplicated whole.
 // A receiver refuses the sub-messages it cannot place (a refusal NACK
