@@ -78,6 +78,7 @@ type Driver struct {
 	proc      uint32
 	cmdTail   uint64
 	cmdHead   uint64 // cached; reloaded only when the queue looks full
+	held      bool   // PostMore published commands no pass or doorbell has sent yet
 	statHead  uint64 // statuses consumed
 	statPub   uint64 // head last published to the device
 	amtatSeq  uint64
@@ -198,7 +199,12 @@ func firstFreeIndex(r uapi.Region, g uapi.Geometry, head uint64) uint64 {
 }
 
 // Close detaches.
-func (d *Driver) Close() error { return d.t.Close() }
+func (d *Driver) Close() error {
+	if d.held {
+		d.Ring() // commands PostMore held leave before the driver goes
+	}
+	return d.t.Close()
+}
 
 // Node is the device's node id.
 func (d *Driver) Node() uint16 { return d.node }
@@ -236,6 +242,9 @@ func (d *Driver) Counter(c uapi.Counter) uint64 { return d.r.Counter(c) }
 // pass or doorbell also sends what PostMore published before.
 func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
+		if d.held {
+			d.Ring() // a queue PostMore filled: those must leave to free a slot
+		}
 		d.cmdHead = d.r.Load64(uapi.RegCmdqHead)
 		if d.cmdTail-d.cmdHead >= d.g.CmdqEntries && d.run != nil {
 			d.run.Poll()
@@ -431,6 +440,9 @@ func (d *Driver) DiscardStatuses() uint64 {
 func (d *Driver) WaitTail(timeoutNs int64) (uint64, error) {
 	if t := d.r.Load64(uapi.RegStatqTail); t != d.statHead {
 		return t, nil
+	}
+	if d.held {
+		d.Ring() // a wait for what PostMore held must not strand it
 	}
 	if d.run != nil {
 		d.run.Drive(true)

@@ -8,8 +8,9 @@ import "github.com/dimmnet/dimmnet/uapi"
 // A burst posted this way pays one device pass for all its commands
 // instead of one each, and that pass finds them all queued, so small
 // PUSHes to one peer leave in one frame on a lossless medium (vdev's
-// PUSHB). A caller must end the burst with Post or Ring: until then its
-// commands may not leave (a wait does not send them).
+// PUSHB). A caller ends the burst with Post or Ring; a wait that finds
+// no status yet, a full queue and Close ring for it too, so a held
+// command is never stranded.
 //
 // It repeats Post's publishing rather than sharing a function with it:
 // Post is on every ping-pong message's path, and a build whose Post
@@ -32,6 +33,7 @@ func (d *Driver) PostMore(c *uapi.Desc) (uint64, error) {
 	idx := d.cmdTail
 	slot := d.g.CmdqOff + (idx&(d.g.CmdqEntries-1))*uapi.DescSize
 	d.cmdTail++
+	d.held = true
 	if d.run != nil {
 		d.r.WriteDescOwn(slot, c, idx) // release stores, as Post's (the pass that sends it runs the CAS)
 		d.r.StoreOwn64(uapi.RegCmdqTail, d.cmdTail)
@@ -46,6 +48,7 @@ func (d *Driver) PostMore(c *uapi.Desc) (uint64, error) {
 // send-only pass of a device this thread runs, or the doorbell of a
 // sleeping device. With nothing held it costs that pass, or a load.
 func (d *Driver) Ring() error {
+	d.held = false
 	switch {
 	case d.runPost != nil:
 		d.runPost.PollPost()

@@ -103,3 +103,69 @@ func postMore(t *testing.T, ring bool) {
 		t.Fatalf("%d frames for %d commands posted together", got, n)
 	}
 }
+
+// TestPostMoreNotStranded: commands PostMore held leave when the caller
+// waits instead of posting again, or posts into the queue they filled:
+// with a sleeping engine each rings the doorbell (counted), rather than
+// leaving them to the engine's idle timer.
+func TestPostMoreNotStranded(t *testing.T) {
+	t.Setenv("DIMMNET_RUN_TO_COMPLETION", "0")
+	l, err := vdev.NewLocal(vdev.Config{CmdEntries: 16}, 0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	asleep := func() {
+		for end := time.Now().Add(10 * time.Second); a.Region().Load64(uapi.RegDevSleep) == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the idle engine never slept")
+			}
+		}
+	}
+	desc := func(i int) *uapi.Desc {
+		return &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
+			RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}
+	}
+	// A wait after the burst.
+	asleep()
+	bells := a.Counter(uapi.CtrDoorbells)
+	for i := range 4 {
+		if _, err := a.PostMore(desc(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		if st, err := a.Wait(5e9); err != nil || st.Type != uapi.StDone || st.Cookie != uint64(i) {
+			t.Fatalf("status %d: %v, %v; want DONE of cookie %d", i, st, err, i)
+		}
+	}
+	if a.Counter(uapi.CtrDoorbells) == bells {
+		t.Fatal("the wait did not ring for the held commands")
+	}
+	// A Post into a queue PostMore filled.
+	asleep()
+	bells = a.Counter(uapi.CtrDoorbells)
+	for i := range 16 {
+		if _, err := a.PostMore(desc(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var posted bool
+	for end := time.Now().Add(5 * time.Second); !posted && time.Now().Before(end); {
+		_, err := a.Post(desc(16))
+		posted = err == nil
+	}
+	if !posted || a.Counter(uapi.CtrDoorbells) == bells {
+		t.Fatalf("a Post into a full queue of held commands: posted %v, doorbells %d -> %d", posted, bells, a.Counter(uapi.CtrDoorbells))
+	}
+	for i := range 17 {
+		if st, err := a.Wait(5e9); err != nil || st.Type != uapi.StDone {
+			t.Fatalf("status %d: %v, %v; want a DONE", i, st, err)
+		}
+	}
+}

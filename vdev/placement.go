@@ -491,7 +491,18 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 	var placed, bytes uint64
 	rest := payload
 	for i := range int(h.MsgLen) {
-		s, data, r, _ := wire.NextSub(rest)
+		s, data, r, err := wire.NextSub(rest)
+		if err != nil {
+			// Not reached: CheckBatch passed this payload, and it is
+			// ours (handleInPlace copies a PUSHB out of the medium). If
+			// it were, the rest is refused, never given statuses.
+			d.count(uapi.CtrRxMalformed, 1)
+			for ; i < int(h.MsgLen); i++ {
+				b.mask |= 1 << i
+			}
+			b.next = int(h.MsgLen)
+			break
+		}
 		rest = r
 		if i < b.next {
 			continue

@@ -115,6 +115,12 @@ func (d *Device) handleInPlace(f, rest []byte) bool {
 	binary.LittleEndian.PutUint32(f[framePayloadLenOff:], 0)
 	h, _, err := d.parser.Parse(f)
 	binary.LittleEndian.PutUint32(f[framePayloadLenOff:], pl)
+	if err == nil && h.Type == wire.TypePushBatch {
+		// Its sub-headers are checked (wire.CheckBatch) and then read
+		// again to place: two reads of bytes the sender may still write.
+		// Made whole first (the frames are small by design).
+		return d.handle(append(f, rest...), false)
+	}
 	if err == nil {
 		h.PayloadLen = pl
 	}
@@ -244,13 +250,17 @@ func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
 // checksums every frame carries one: a frame without one had its CRC flag
 // flipped on the way, and nothing else of it is known intact.
 func (d *Device) checkIntact(fr *rxFrame, err error) rxVerdict {
-	if err == nil && fr.h.Type == wire.TypePushBatch {
-		err = wire.CheckBatch(fr.h, fr.payload) // its sub-messages' framing: counted malformed and dropped
+	if err != nil || d.crc && fr.h.Flags&wire.FlagCRC == 0 {
+		return d.corrupt(err)
 	}
-	if err == nil && (!d.crc || fr.h.Flags&wire.FlagCRC != 0) {
-		return rxNext
+	if fr.h.Type == wire.TypePushBatch {
+		// its sub-messages' framing, once the frame is known intact:
+		// counted malformed and dropped
+		if err := wire.CheckBatch(fr.h, fr.payload); err != nil {
+			return d.corrupt(err)
+		}
 	}
-	return d.corrupt(err)
+	return rxNext
 }
 
 // corrupt counts a frame checkIntact stops (err nil: its CRC flag was
