@@ -31,30 +31,39 @@ func TestPostMoreSendsWithTheNextCall(t *testing.T) {
 	}
 }
 
-func postMore(t *testing.T, ring bool) {
-	const n = 32
-	l, err := vdev.NewLocal(vdev.Config{}, 0, 1, 2)
+// localPair opens drivers on nodes 1 and 2 of an in-process pair made
+// with cfg, closed when the test ends.
+func localPair(t *testing.T, cfg vdev.Config) (a, b *driver.Driver) {
+	t.Helper()
+	l, err := vdev.NewLocal(cfg, 0, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	a, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { l.Close() })
+	var ds [2]*driver.Driver
+	for i := range ds {
+		if ds[i], err = driver.Open(driver.InProcessDevice(l.Devices[i])); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ds[i].Close() })
 	}
-	defer a.Close()
-	b, err := driver.Open(driver.InProcessDevice(l.Devices[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	end := time.Now().Add(10 * time.Second)
-	for a.Region().Load64(uapi.RegDevSleep) == 0 {
+	return ds[0], ds[1]
+}
+
+// asleep waits until d's idle engine sleeps (a doorbell is then owed).
+func asleep(t *testing.T, d *driver.Driver) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); d.Region().Load64(uapi.RegDevSleep) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the idle engine never slept")
 		}
-		time.Sleep(time.Millisecond)
 	}
+}
+
+func postMore(t *testing.T, ring bool) {
+	const n = 32
+	a, b := localPair(t, vdev.Config{})
+	asleep(t, a)
 	src := make([]byte, 8*n)
 	for i := range src {
 		src[i] = byte(3*i + 1)
@@ -110,29 +119,13 @@ func postMore(t *testing.T, ring bool) {
 // leaving them to the engine's idle timer.
 func TestPostMoreNotStranded(t *testing.T) {
 	t.Setenv("DIMMNET_RUN_TO_COMPLETION", "0")
-	l, err := vdev.NewLocal(vdev.Config{CmdEntries: 16}, 0, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	a, err := driver.Open(driver.InProcessDevice(l.Devices[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	asleep := func() {
-		for end := time.Now().Add(10 * time.Second); a.Region().Load64(uapi.RegDevSleep) == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatal("the idle engine never slept")
-			}
-		}
-	}
+	a, _ := localPair(t, vdev.Config{CmdEntries: 16})
 	desc := func(i int) *uapi.Desc {
 		return &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 8,
 			RemoteAddr: uint64(4096 + 8*i), Cookie: uint64(i)}
 	}
 	// A wait after the burst.
-	asleep()
+	asleep(t, a)
 	bells := a.Counter(uapi.CtrDoorbells)
 	for i := range 4 {
 		if _, err := a.PostMore(desc(i)); err != nil {
@@ -148,7 +141,7 @@ func TestPostMoreNotStranded(t *testing.T) {
 		t.Fatal("the wait did not ring for the held commands")
 	}
 	// A Post into a queue PostMore filled.
-	asleep()
+	asleep(t, a)
 	bells = a.Counter(uapi.CtrDoorbells)
 	for i := range 16 {
 		if _, err := a.PostMore(desc(i)); err != nil {

@@ -48,6 +48,23 @@ func arenaFree(e *endpoint) (total, largest uint64) {
 	return
 }
 
+// awaitSend reads endpoint 0's CQ, progressing endpoint 1, until a
+// completion comes (a rendezvous send's, on the receiver's FIN).
+func (p *pair) awaitSend(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, ok := p.readOne(t, 0); ok {
+			return
+		}
+		mu.Lock()
+		p.e[1].progress()
+		mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no send completion")
+		}
+	}
+}
+
 // TestRendezvousReceiveFreesHeldInjects: inject stagings held (waiting
 // for a later DONE to their peer) in the middle of the arena leave room in
 // all but not in one piece; a rendezvous receive that needs the room must
@@ -76,19 +93,8 @@ func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	p.take(t, 1) // the rendezvous arrived
-	deadline := time.Now().Add(5 * time.Second)
-	for { // the sender's completion (the FIN frees the body)
-		if _, ok := p.readOne(t, 0); ok {
-			break
-		}
-		mu.Lock()
-		p.e[1].progress()
-		mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("no send completion")
-		}
-	}
+	p.take(t, 1)   // the rendezvous arrived
+	p.awaitSend(t) // the FIN frees the body
 	mu.Lock()
 	if p.e[0].inj.held == 0 {
 		mu.Unlock()
@@ -104,7 +110,7 @@ func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 		t.Fatal("rendezvous send 2", ret)
 	}
 	mu.Unlock()
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, ok := p.readOne(t, 0); ok {
 			return
@@ -149,18 +155,7 @@ func TestLinkMemAllocFreesHeldInjects(t *testing.T) {
 		t.Fatalf("set up: alloc %v, recv, send or inject %d", err, ret)
 	}
 	p.take(t, 1)
-	deadline := time.Now().Add(5 * time.Second)
-	for { // the sender's completion (the FIN frees the body)
-		if _, ok := p.readOne(t, 0); ok {
-			break
-		}
-		mu.Lock()
-		p.e[1].progress()
-		mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("no send completion")
-		}
-	}
+	p.awaitSend(t) // the FIN frees the body
 	mu.Lock()
 	err = e.lmFree(first)
 	free, largest := arenaFree(e)
