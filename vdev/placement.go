@@ -128,13 +128,23 @@ func (d *Device) placeAhead(p *peer, h *wire.Header, payload []byte) bool {
 	return true
 }
 
-// window returns the exposed range of link memory for remote PUSH/PULL.
+// inWindow reports whether [addr, addr+n) lies in the exposed range of
+// link memory for remote PUSH/PULL.
 func (d *Device) inWindow(addr uint64, n uint32) bool {
-	base, size := d.r.Load64(uapi.RegWinBase), d.r.Load64(uapi.RegWinSize)
-	if !d.inLinkMem(base, 0) || size > d.g.LinkMemSize-base {
-		return false // a scribbled window exposes nothing
-	}
-	return addr >= base && addr-base <= size && uint64(n) <= size-(addr-base)
+	base, size, ok := d.window()
+	return ok && inRange(base, size, addr, uint64(n))
+}
+
+// window is the exposed range of link memory; ok is false for a
+// scribbled one, which exposes nothing.
+func (d *Device) window() (base, size uint64, ok bool) {
+	base, size = d.r.Load64(uapi.RegWinBase), d.r.Load64(uapi.RegWinSize)
+	return base, size, d.inLinkMem(base, 0) && size <= d.g.LinkMemSize-base
+}
+
+// inRange reports whether [addr, addr+n) lies in [base, base+size).
+func inRange(base, size, addr, n uint64) bool {
+	return addr >= base && addr-base <= size && n <= size-(addr-base)
 }
 
 // tagsMatch checks a TAGGED write against the frame tag table: every link
@@ -470,7 +480,7 @@ func (d *Device) rxPullResp(p *peer, h *wire.Header, payload []byte) (outcome, u
 // mask, the refusal NACK's Imm; code names the reason). A full status
 // ring stops it where it is, as it would stop the next of a stream of
 // PUSHes: what is placed stays placed, the frame is held or NACKed, and
-// its retry goes on from there (p.batch), so a batch of more messages
+// its retry goes on from there (Device.rxBatches), so a batch of more messages
 // than the status ring holds is placed as the driver frees room.
 func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcome, code uapi.Errno, mask uint64) {
 	b, ok := d.rxBatches[p]
@@ -484,9 +494,9 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 	// The window is read once for the frame, and the statuses published
 	// once (publishStatuses), where a stream of PUSHes pays both per
 	// message.
-	base, size := d.r.Load64(uapi.RegWinBase), d.r.Load64(uapi.RegWinSize)
-	if !d.inLinkMem(base, 0) || size > d.g.LinkMemSize-base {
-		size = 0 // a scribbled window exposes nothing (inWindow)
+	base, size, exposed := d.window()
+	if !exposed {
+		size = 0 // a scribbled window exposes nothing
 	}
 	var placed, bytes uint64
 	rest := payload
@@ -507,7 +517,7 @@ func (d *Device) placeBatch(p *peer, h *wire.Header, payload []byte) (out outcom
 		if i < b.next {
 			continue
 		}
-		if s.Addr%uapi.AddrAlign != 0 || s.Addr < base || s.Addr-base > size || uint64(s.Len) > size-(s.Addr-base) {
+		if s.Addr%uapi.AddrAlign != 0 || !inRange(base, size, s.Addr, uint64(s.Len)) {
 			d.count(uapi.CtrRxBadAddr, 1)
 			b.mask |= 1 << i
 			b.next = i + 1

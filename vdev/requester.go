@@ -358,11 +358,9 @@ func (d *Device) advance(p *peer) bool {
 		}
 		seq := p.tx.Next()
 		if err := d.transmit(p, &e, seq, false); err != nil {
-			if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
-				d.failPeer(p, sendErrno(err)) // nobody on the link has that node's address, or it left
+			if d.notSent(p, err) {
 				return true
 			}
-			d.blocked(p)
 			return busy
 		}
 		busy = true
@@ -420,12 +418,7 @@ func (d *Device) coalesce(p *peer) (sent, stop bool) {
 	seq := p.tx.Next()
 	if err := d.transmit(p, &e, seq, false); err != nil {
 		d.freeBatch(b)
-		if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
-			d.failPeer(p, sendErrno(err))
-			return true, true
-		}
-		d.blocked(p)
-		return false, true
+		return d.notSent(p, err), true
 	}
 	if p.tx.NeedsClock() {
 		p.tx.Sent(d.now())
@@ -456,6 +449,18 @@ func (d *Device) freeBatch(b *pushBatch) {
 	clear(b.jobs)
 	b.jobs = b.jobs[:0]
 	d.freeBatches = append(d.freeBatches, b)
+}
+
+// notSent handles a new packet to p the link did not take: a full link
+// blocks it (blocked); any other error fails the peer (nobody on the
+// link has that node's address, or it left), which it reports.
+func (d *Device) notSent(p *peer, err error) (failed bool) {
+	if err != link.ErrFull && !errors.Is(err, link.ErrFull) {
+		d.failPeer(p, sendErrno(err))
+		return true
+	}
+	d.blocked(p)
+	return false
 }
 
 // blocked handles a new packet to p refused by a full link: a link that
