@@ -38,6 +38,15 @@ func (a *arena) alloc(n uint64) (uint64, bool) {
 	return 0, false
 }
 
+// room is the free bytes in all and the largest free piece.
+func (a *arena) room() (total, largest uint64) {
+	for _, s := range a.free_ {
+		total += s.n
+		largest = max(largest, s.n)
+	}
+	return total, largest
+}
+
 func (a *arena) free(at, n uint64) {
 	if n == 0 {
 		return

@@ -39,15 +39,6 @@ func TestInjectQueueStaysBoundedInAStream(t *testing.T) {
 	}
 }
 
-// arenaFree is the free room of e's arena: in all, and its largest piece.
-func arenaFree(e *endpoint) (total, largest uint64) {
-	for _, s := range e.arena.free_ {
-		total += s.n
-		largest = max(largest, s.n)
-	}
-	return
-}
-
 // awaitSend reads endpoint 0's CQ, progressing endpoint 1, until a
 // completion comes (a rendezvous send's, on the receiver's FIN).
 func (p *pair) awaitSend(t *testing.T) {
@@ -72,7 +63,7 @@ func (p *pair) awaitSend(t *testing.T) {
 // never come.
 func TestRendezvousReceiveFreesHeldInjects(t *testing.T) {
 	p := openPair(t)
-	f0, _ := arenaFree(p.e[0])
+	f0, _ := p.e[0].arena.room()
 	half := int(f0 / 2)
 	big := make([]byte, f0)
 	rbuf := make([]byte, f0)
@@ -137,7 +128,7 @@ func TestLinkMemAllocFreesHeldInjects(t *testing.T) {
 	big := make([]byte, body)
 	rbuf := make([]byte, body)
 	mu.Lock()
-	f0, _ := arenaFree(e)
+	f0, _ := e.arena.room()
 	// A buffer first, then the body, then the injects' stagings: freed,
 	// the buffer and the body leave the stagings in the arena's middle.
 	first, err := e.lmAlloc(f0/2-body-lmRoom-4096, 0)
@@ -158,7 +149,7 @@ func TestLinkMemAllocFreesHeldInjects(t *testing.T) {
 	p.awaitSend(t) // the FIN frees the body
 	mu.Lock()
 	err = e.lmFree(first)
-	free, largest := arenaFree(e)
+	free, largest := e.arena.room()
 	held := e.inj.held
 	size := free - e.lmReserve() - lmRoom - 4096
 	var b unsafe.Pointer

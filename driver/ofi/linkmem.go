@@ -78,11 +78,7 @@ func (e *endpoint) arenaBytes() uint64 { return uint64(len(e.lm)) - e.ringBytes 
 
 // lmAvail is the largest buffer alloc could hand out now (alignment 64).
 func (e *endpoint) lmAvail() uint64 {
-	var free, largest uint64
-	for _, s := range e.arena.free_ {
-		free += s.n
-		largest = max(largest, s.n)
-	}
+	free, largest := e.arena.room()
 	res := e.lmReserve()
 	if free <= res+lmRoom {
 		return 0
@@ -141,10 +137,7 @@ const fenceWaitNs = 100_000_000
 // lmTake takes n arena bytes for a size-byte buffer, keeping back the
 // bounce copies' reserve.
 func (e *endpoint) lmTake(size, n uint64) (uint64, error) {
-	var free uint64
-	for _, s := range e.arena.free_ {
-		free += s.n
-	}
+	free, _ := e.arena.room()
 	if free < n || free-n < e.lmReserve() {
 		return 0, fmt.Errorf("alloc %d bytes: %d free, %d kept for bounce copies: %w", size, free, e.lmReserve(), errLmNoRoom)
 	}
