@@ -124,6 +124,7 @@ type Device struct {
 	crc                         bool
 	ackPolicy                   transport.AckPolicy // when an owed ACK goes alone (AttachPort: by the medium)
 	driverStep                  bool                // a driver's thread runs this full pass (flushAcks: a reply may follow)
+	wasCut                      bool                // the last full pass ended at its status (cutShort)
 	maxPayload                  uint32
 	parser                      *wire.Parser
 

@@ -160,3 +160,33 @@ func holdForTest(t testing.TB, d *Device) {
 	}
 	t.Cleanup(d.running.release)
 }
+
+// A driver's pass that writes a status ends there (cutShort): the
+// command its driver published meanwhile waits for the next pass. Never
+// two in a row: under a status every pass, every other one is whole and
+// takes it.
+func TestDriverPassEndsAtItsStatus(t *testing.T) {
+	pp := newPostPair(t, 64)
+	for range 3 { // past the first pass, which looks at the timers
+		pp.b.Poll()
+	}
+	pp.push(pp.a, 8)
+	pp.a.PollPost()
+	pp.push(pp.b, 8) // published, no pass of its own
+	pp.b.Poll()
+	if got := counter(pp.b, uapi.CtrRxPush); got != 1 {
+		t.Fatalf("RX_PUSH %d after the pass, want 1", got)
+	}
+	if got := counter(pp.b, uapi.CtrCmds); got != 0 {
+		t.Fatalf("the pass that wrote a status took %d commands, want 0 (it ends at the status)", got)
+	}
+	pp.push(pp.a, 8)
+	pp.a.PollPost()
+	pp.b.Poll() // a status again, but the pass before was cut short
+	if got := counter(pp.b, uapi.CtrRxPush); got != 2 {
+		t.Fatalf("RX_PUSH %d after the second pass, want 2", got)
+	}
+	if got := counter(pp.b, uapi.CtrCmds); got != 1 {
+		t.Fatalf("two passes with a status each took %d commands, want 1 (the second is whole)", got)
+	}
+}
