@@ -9,11 +9,11 @@ import (
 // Unsignalled injects. An fi_inject owes its caller no completion once it
 // returns, only an error entry if it fails, so nothing needs the device's
 // DONE for it but the staging copy in link memory, which the device reads
-// until the peer acknowledges the message. A signalled IPUSH per inject made the device write a DONE
-// status and the provider take it (read the status, find the operation
-// in a map, free it) on the path of the answer, whose frame carries the
-// acknowledgement: about 0.1 µs of every 8-byte one-way time
-// (BenchmarkInjectPingPong's profile).
+// until the peer acknowledges the message. A signalled IPUSH per inject
+// made the device write a DONE status and the provider take it (read the
+// status, find the operation in a map, free it) on the path of the
+// answer, whose frame carries the acknowledgement: about 0.1 µs of every
+// 8-byte one-way time (BenchmarkInjectPingPong's profile).
 //
 // So an inject is posted without FlagSignal and its staging waits in its
 // peer's queue (injQ), to be freed by a later DONE: the device completes
