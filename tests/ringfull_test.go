@@ -186,12 +186,17 @@ func TestRingFullNACK(t *testing.T) {
 func TestStatusRingFull(t *testing.T) {
 	_, ds := cluster(t, vdev.Config{StatusEntries: 16}, 4096, 2)
 	a, b := ds[0], ds[1]
-	const n = 100
+	// Messages too large for a PUSHB frame (the device batches PUSHes of
+	// at most 512 bytes): a batch the full status ring stops partway is
+	// not acknowledged until its last message is placed, so the sender's
+	// completions would stop short of its ring's 16 wherever a batch
+	// straddled the stall.
+	const n, size = 100, 1024
 	for i := 0; i < n; i++ {
-		data := pattern(64, byte(i))
-		a.CopyIn(uint64(i)*64, data)
-		post(t, a, &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: 64,
-			LocalAddr: uint64(i) * 64, RemoteAddr: 1<<20 + uint64(i)*64, Cookie: uint64(5000 + i), Imm: uint64(i)})
+		data := pattern(size, byte(i))
+		a.CopyIn(uint64(i)*size, data)
+		post(t, a, &uapi.Desc{Opcode: uapi.OpPUSH, Flags: uapi.FlagSignal, DstNode: 2, SrcProc: a.GPID(), Length: size,
+			LocalAddr: uint64(i) * size, RemoteAddr: 1<<20 + uint64(i)*size, Cookie: uint64(5000 + i), Imm: uint64(i)})
 	}
 	eventually(t, "the receiver's status ring full and stalled", func() bool {
 		return b.Counter(uapi.CtrStatusFullStalls) > 0
@@ -220,10 +225,10 @@ func TestStatusRingFull(t *testing.T) {
 		progress := false
 		if s, ok := b.Poll(); ok {
 			progress = true
-			if s.Type != uapi.StPUSH || s.Imm != uint64(nextImm) || s.Addr != 1<<20+uint64(nextImm)*64 {
+			if s.Type != uapi.StPUSH || s.Imm != uint64(nextImm) || s.Addr != 1<<20+uint64(nextImm)*size {
 				t.Fatalf("receiver status %v, want PUSH imm %d", s, nextImm)
 			}
-			if got, want := b.LinkMem()[s.Addr:s.Addr+64], pattern(64, byte(nextImm)); !bytes.Equal(got, want) {
+			if got, want := b.LinkMem()[s.Addr:s.Addr+size], pattern(size, byte(nextImm)); !bytes.Equal(got, want) {
 				t.Fatalf("PUSH %d differs at %s", nextImm, firstDiff(got, want))
 			}
 			nextImm++

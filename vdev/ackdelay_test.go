@@ -17,6 +17,7 @@ func TestSlowReplierAcksAlone(t *testing.T) {
 	pp := newPostPair(t, 64)
 	for _, d := range []*Device{pp.a, pp.b} {
 		d.tcfg.RTOFloor, d.tcfg.Lossless = 0, false // a frame medium's timers
+		d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = 1, transport.AckHold
 	}
 	round := func(replyAfter int64, replierPasses int) {
 		pp.push(pp.a, 8)
@@ -62,38 +63,53 @@ func TestSlowReplierAcksAlone(t *testing.T) {
 // progress reads its queue until it is empty) runs device passes between
 // the request and the reply. On a medium where a frame costs a system
 // call each way, the reply still carries the ACK (transport.AckHold):
-// none goes alone. On a lossless medium the ACK goes at the next pass, as
-// it costs only a slot store there.
+// none goes alone. On a lossless medium a driver's passes hold it for
+// passes instead (transport.AckHoldPasses), with the same outcome; the
+// engine's passes, which no driver's reply follows, send it at the next
+// one, as a library that makes more passes than that before it answers
+// does.
 func TestReplyAfterProgressPassesCarriesAck(t *testing.T) {
-	for _, lossless := range []bool{false, true} {
+	for _, c := range []struct {
+		lossless, engine bool
+		passes           int
+		want             uint64
+	}{
+		{false, false, 3, 0},
+		{true, false, 3, 0},
+		{true, false, transport.AckHoldPasses, 16},
+		{true, true, 1, 16},
+	} {
 		pp := newPostPair(t, 64)
 		for _, d := range []*Device{pp.a, pp.b} {
-			d.tcfg.Lossless = lossless
-			d.ackHold = transport.AckHold
-			if lossless {
-				d.ackHold = 0
+			d.tcfg.Lossless = c.lossless
+			d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = 1, transport.AckHold
+			if c.lossless {
+				d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = transport.AckHoldPasses, 0
+			}
+		}
+		pass := func() {
+			if c.engine {
+				pp.full(pp.b)
+			} else {
+				pp.b.Poll()
 			}
 		}
 		for range 16 {
 			pp.push(pp.a, 8)
 			pp.a.PollPost()
 			pp.now += 5_000
-			pp.full(pp.b) // placed; its ACK is owed
-			for range 3 { // the library's passes before it answers, 1 µs apart
+			pass()               // placed; its ACK is owed
+			for range c.passes { // the library's passes before it answers, 1 µs apart
 				pp.now += 1_000
-				pp.full(pp.b)
+				pass()
 			}
 			pp.push(pp.b, 8)
 			pp.b.PollPost() // the reply
 			pp.now += 5_000
 			pp.full(pp.a)
 		}
-		got := counter(pp.b, uapi.CtrAcksTx)
-		if !lossless && got != 0 {
-			t.Errorf("frame medium: %d standalone ACKs for 16 requests answered within 3 µs, want none (the replies carry them)", got)
-		}
-		if lossless && got != 16 {
-			t.Errorf("lossless medium: %d standalone ACKs, want 16 (one at the pass after each request)", got)
+		if got := counter(pp.b, uapi.CtrAcksTx); got != c.want {
+			t.Errorf("lossless %v, engine passes %v: %d standalone ACKs for 16 requests answered after %d passes, want %d", c.lossless, c.engine, got, c.passes, c.want)
 		}
 		if n := counter(pp.a, uapi.CtrRxPush); n != 16 {
 			t.Fatalf("requester received %d replies, want 16", n)
@@ -112,7 +128,7 @@ func TestAwaitedAckIsNotHeld(t *testing.T) {
 		pp := newPostPair(t, 64)
 		for _, d := range []*Device{pp.a, pp.b} {
 			d.tcfg.RTOFloor, d.tcfg.Lossless = 0, false // a frame medium's timers
-			d.ackHold = transport.AckHold
+			d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = 1, transport.AckHold
 		}
 		var flags uint8
 		if signalled {

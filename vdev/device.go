@@ -122,7 +122,8 @@ type Device struct {
 	tracer                      atomic.Pointer[tracer] // live trace watchers (Watch); nil: none
 	traceMu                     sync.Mutex             // serialises Watch and Stop
 	crc                         bool
-	ackHold                     int64 // transport.AckHold on media where a frame costs a system call; 0 on lossless ones
+	ackPolicy                   transport.AckPolicy // when an owed ACK goes alone (AttachPort: by the medium)
+	driverStep                  bool                // a driver's thread runs this full pass (flushAcks: a reply may follow)
 	maxPayload                  uint32
 	parser                      *wire.Parser
 
@@ -320,10 +321,15 @@ func (d *Device) AttachPort(p link.Port) {
 	if c, ok := p.(link.TxErrorCounter); ok {
 		d.linkTxErrors = c.TxErrors
 	}
-	d.ackHold = transport.AckHold
+	// A stream is ACKed every window/8 frames at the end of a receive
+	// burst, not held for a reply: a streaming sender's window must keep
+	// moving.
+	d.ackPolicy = transport.AckPolicy{Every: max(1, d.cfg.Window/8), HoldPasses: 1, HoldNs: transport.AckHold}
 	if l, ok := p.(link.LosslessMedium); ok && l.Lossless() {
 		d.tcfg.RTOFloor, d.tcfg.Lossless = transport.LosslessRTO, true
-		d.ackHold = 0 // an ACK alone costs a slot store, not a system call
+		// An ACK alone costs a slot store, not a system call: held for
+		// passes, not time (no clock read per message).
+		d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = transport.AckHoldPasses, 0
 	}
 	if w, ok := p.(link.PeerWatcher); ok {
 		w.SetPeerDown(d.gone.add)
@@ -482,7 +488,7 @@ func (d *Device) Close() error {
 	if d.port != nil && d.book.AcksOwed > 0 && d.running.acquire() {
 		d.guard(func() {
 			d.pass++ // an ACK owed since the last pass goes now (transport.Rx.AckWanted)
-			d.ackHold = 0
+			d.ackPolicy.HoldPasses, d.ackPolicy.HoldNs = 1, 0
 			d.flushAcks(false)
 		})
 		d.running.release()

@@ -215,7 +215,9 @@ func (d *Device) driverPass(sendOnly, timers bool) bool {
 		if !timers && d.polls&timerPollMask != 0 && d.book.Resends == 0 {
 			now = skipTimers
 		}
+		d.driverStep = true
 		busy = d.step(&now)
+		d.driverStep = false
 	}
 	if d.polls++; d.polls&255 == 0 { // the device is alive while its driver runs it, engine starved or not
 		if t := monotime.Now(); t-d.lastAlive > aliveNs {

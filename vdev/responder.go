@@ -730,24 +730,26 @@ func (d *Device) sendAck(p *peer, typ wire.Type, seq uint32, code uint16, flags 
 	return nil
 }
 
-// ackEvery is how many received frames make an ACK go at the end of the
-// receive burst instead of waiting for a reply to carry it: a streaming
-// sender's window must keep moving.
-func (d *Device) ackEvery() int { return max(1, d.cfg.Window/8) }
-
 // flushAcks sends the ACKs (gap NACKs while packets are missing) that no
 // data frame carried; see transport.Rx.AckWanted for when. An ACK the
 // link refused stays due and is tried again on the next pass.
 func (d *Device) flushAcks(burst bool) {
 	var now int64 // read once, and only where ACKs are held for replies
+	pol := d.ackPolicy
+	if !d.driverStep {
+		// The engine's pass: no driver is about to post a reply, and its
+		// passes are up to a watch apart. Passes held for would be
+		// milliseconds.
+		pol.HoldPasses = 1
+	}
 	for _, p := range d.peerList {
 		if !p.rx.Pending() || len(p.owedCtl) > 0 { // owed NACKs go first: they carry the same ACK
 			continue
 		}
-		if d.ackHold > 0 && now == 0 {
+		if pol.HoldNs > 0 && now == 0 {
 			now = d.now()
 		}
-		if !p.rx.AckWanted(d.pass, burst, d.ackEvery(), now, d.ackHold) {
+		if !p.rx.AckWanted(d.pass, burst, now, &pol) {
 			continue
 		}
 		switch err := d.sendAck(p, wire.TypeAck, 0, 0, 0, 0); {

@@ -176,39 +176,54 @@ func (r *Rx) Owe(pass uint64) {
 // timer, would wait for as long as the replier's library stayed away.
 func (r *Rx) Await() { r.awaited = true }
 
+// AckPolicy is when a receiver's owed ACK goes alone (AckWanted): every
+// Every packets of a stream, and otherwise once it has waited HoldPasses
+// engine passes and HoldNs (a hold of 0 is none; HoldPasses below 1
+// counts as 1).
+type AckPolicy struct {
+	Every      int
+	HoldPasses uint64
+	HoldNs     int64
+}
+
 // AckWanted reports whether a standalone ACK should go now. An ACK made
-// due in pass N waits for the command engine's look in pass N+1, so a
-// reply the driver posts meanwhile carries it; at the end of a receive
-// burst (burst), it goes once every packets were received, so a
-// streaming sender's window keeps moving. While a gap lasts it goes at
-// once: the sender waits for it to resend.
+// due in pass N waits for the command engine's look in pass
+// N+HoldPasses at the earliest, so a reply the driver posts meanwhile
+// carries it; at the end of a receive burst (burst), it goes once every
+// Every packets were received, so a streaming sender's window keeps
+// moving. While a gap lasts it goes at once: the sender waits for it to
+// resend.
 //
-// With a hold (a medium where every frame costs a system call on each
-// side), it also waits until hold has passed since a pass first saw it
-// due (now is the pass's clock): a library that looks at its completions
-// again before it answers (Open MPI's progress reads its queue until it
-// is empty) makes passes between the request and the reply, and an ACK
-// sent alone at the first of them cost each message of a ping-pong a
-// datagram each way. Not an awaited one (Await): the hold is for traffic
-// whose senders wait on nothing but the reply (injects). It is far below
-// the requester's probe time (at least MinBackoff/2); a replier whose
-// library stops calling right after the request leaves the ACK to its
-// engine's watch, as the one-pass rule did when no pass came.
-func (r *Rx) AckWanted(pass uint64, burst bool, every int, now, hold int64) bool {
+// A library that looks at its completions again before it answers (Open
+// MPI's progress reads its queue until it is empty) makes passes between
+// the request and the reply, and an ACK sent alone at the first of them
+// cost each message of a ping-pong a frame each way. So an ACK waits more
+// than one pass: HoldPasses on a medium where a frame costs a slot store
+// (lossless ones, where the clock is not read per message), and HoldNs
+// since a pass first saw it due (now is the pass's clock) on one where it
+// costs a system call on each side. Not an awaited one (Await): the hold
+// is for traffic whose senders wait on nothing but the reply (injects).
+// Both are far below the requester's probe time (at least MinBackoff/2);
+// a replier whose library stops calling right after the request leaves
+// the ACK to its engine's watch, as the one-pass rule did when no pass
+// came.
+func (r *Rx) AckWanted(pass uint64, burst bool, now int64, pol *AckPolicy) bool {
 	switch {
 	case !r.ackDue:
 		return false
 	case r.gap:
 		return true
-	case burst || r.since >= every:
-		return r.since >= every
-	case hold > 0 && !r.awaited:
+	case burst || r.since >= pol.Every:
+		return r.since >= pol.Every
+	case r.awaited:
+		return r.ackPass != pass
+	case pol.HoldNs > 0:
 		if r.dueAt == 0 {
 			r.dueAt = now
 		}
-		return r.ackPass != pass && now-r.dueAt >= hold
+		return r.ackPass != pass && now-r.dueAt >= pol.HoldNs
 	}
-	return r.ackPass != pass
+	return pass-r.ackPass >= max(pol.HoldPasses, 1)
 }
 
 // AckSent clears what a frame carrying the acknowledgement paid. A data

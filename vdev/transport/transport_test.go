@@ -237,7 +237,7 @@ func TestReceiverGapAndSack(t *testing.T) {
 	if !gap || expect != 2 || hi != 5 || sack != 1 {
 		t.Fatalf("gap %v expect %d hi %d sack %b", gap, expect, hi, sack)
 	}
-	if !rx.AckWanted(1, false, 8, 0, 0) {
+	if !rx.AckWanted(1, false, 0, &AckPolicy{Every: 8, HoldPasses: 1}) {
 		t.Fatal("during a gap the NACK goes at once")
 	}
 	if passed := rx.Accept(2); passed != 1 || rx.Expect() != 4 {

@@ -28,6 +28,11 @@ const (
 	// keeps an ACK for a reply to carry (Rx.AckWanted): a few passes of a
 	// library's progress loop, far below the sender's probe time.
 	AckHold = 10_000
+	// AckHoldPasses is how many engine passes a receiver on a lossless
+	// medium keeps an ACK for a reply to carry (Rx.AckWanted): a library
+	// that reads its completions until the queue is empty makes a few
+	// before it posts the reply.
+	AckHoldPasses = 4
 	// LosslessRTO is the least timeout on a medium that never loses a
 	// frame (the in-memory hub: backpressure, not loss): there a timeout
 	// only means an engine was off its core, and 100 µs fired for that

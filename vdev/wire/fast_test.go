@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 )
 
 // The fast path's reason to exist is zero allocations per packet; pin it,
@@ -127,6 +130,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		p1, p2 := NewParser(), NewParser()
 		h1, pl1, err := p1.Parse(frame)
+		hr, plr, errr := layerParse(frame)
+		switch {
+		case (err == nil) != (errr == nil) || err != nil && !errors.Is(err, errr):
+			t.Fatalf("Parse: %v, gopacket's layer parser: %v", err, errr)
+		case err == nil && (fieldsOf(h1) != fieldsOf(hr) || !bytes.Equal(pl1, plr)):
+			t.Fatalf("Parse and gopacket's layer parser differ\n got %+v\nwant %+v", fieldsOf(h1), fieldsOf(hr))
+		}
 		if err != nil {
 			if h1 != nil || pl1 != nil {
 				t.Fatalf("error %v with non-nil results", err)
@@ -155,6 +165,32 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ethernet header changed")
 		}
 	})
+}
+
+// layerParse is Parse as a gopacket.DecodingLayerParser over the same
+// two layers does it: what Parse, which runs the layers' decoders
+// without it, must agree with.
+func layerParse(frame []byte) (*Header, []byte, error) {
+	if len(frame) < EthHeaderLen {
+		return nil, nil, ErrTruncated
+	}
+	var eth layers.Ethernet
+	var h Header
+	dlp := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &h)
+	dlp.IgnoreUnsupported = true
+	var decoded []gopacket.LayerType
+	err := dlp.DecodeLayers(frame, &decoded)
+	switch {
+	case eth.EthernetType != EtherType:
+		return nil, nil, ErrNotDimmnet
+	case err != nil:
+		return nil, nil, err
+	case len(decoded) < 2:
+		return nil, nil, ErrTruncated
+	case h.Flags&FlagCRC != 0 && ComputeChecksum(h.Contents, h.Payload) != h.Checksum:
+		return nil, nil, ErrChecksum
+	}
+	return &h, h.Payload, nil
 }
 
 func isSentinel(err error) bool {
