@@ -125,7 +125,7 @@ type txOp struct {
 	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
 	inject    bool // FI_INJECT: the caller may reuse the buffer once the call returns
-	silent    bool // an inject call: no completion, not even an error entry (the counter counts it)
+	silent    bool // an inject call: no completion; a failure is reported by injectErr
 
 	lmHdr *lmBuf // linkmem.go: an eager send from the caller's buffer holds its header room
 }
@@ -1106,10 +1106,8 @@ func (e *endpoint) status(s *uapi.Status) {
 		switch kind {
 		case ckSend:
 			if failed && op.silent {
-				logf("an inject to node %d failed: %v", s.SrcNode, s.Err)
-				if e.txCntr != nil {
-					e.txCntr.errs++
-				}
+				logf("an inject failed: %v", s.Err)
+				e.injectErr(op.flags, op.n, errFor(s), int(s.Err))
 			} else if failed {
 				e.txErr(op.ctx, op.flags, op.n, op.tag, op.data, errFor(s), int(s.Err))
 			} else {
@@ -1126,7 +1124,11 @@ func (e *endpoint) status(s *uapi.Status) {
 				if so := e.rdv[op.rbuf]; so != nil {
 					delete(e.rdv, op.rbuf)
 					e.arena.free(so.body, so.bodyN)
-					e.txErr(so.ctx, so.flags, so.n, so.tag, so.data, errFor(s), int(s.Err))
+					if so.silent {
+						e.injectErr(so.flags, so.n, errFor(s), int(s.Err))
+					} else {
+						e.txErr(so.ctx, so.flags, so.n, so.tag, so.data, errFor(s), int(s.Err))
+					}
 					e.freeTx(so)
 				}
 			}
