@@ -532,6 +532,13 @@ func (d *Device) now() int64 {
 	return monotime.Now()
 }
 
+// tracedType reports whether frames of type t move the trace's Tx and Rx
+// stamps: the data packets of a message (PUSH, IPUSH) and PUSHB frames,
+// which carry whole messages.
+func tracedType(t wire.Type) bool {
+	return t <= wire.TypeIPush || t == wire.TypePushBatch
+}
+
 func (d *Device) stamp(i int) {
 	d.r.Store64(uapi.RegTrace+8*uint32(i), uint64(monotime.Now()))
 }
