@@ -190,3 +190,28 @@ func TestDriverPassEndsAtItsStatus(t *testing.T) {
 		t.Fatalf("two passes with a status each took %d commands, want 1 (the second is whole)", got)
 	}
 }
+
+// A driver that hands the device back (Pause, Drive(false)) with an ACK
+// still held for a reply wakes an engine that went to its long idle
+// sleep before the driver drove (Drive(true) does not wake it): that
+// engine would send the ACK only when its sleep ends, long after the
+// sender's retransmission timer. An engine on its watch is not woken.
+func TestHeldAckWakesSleepingEngine(t *testing.T) {
+	for _, away := range []bool{true, false} {
+		pp := newPostPair(t, 64)
+		pp.b.away.Store(away)
+		pp.b.Drive(true)
+		pp.push(pp.a, 8)
+		pp.a.PollPost()
+		pp.b.Poll() // placed; its ACK held for a reply
+		pp.b.Poll()
+		if pp.b.book.AcksOwed == 0 {
+			t.Fatal("no ACK owed after the request and one more pass")
+		}
+		before := pp.woke[1]
+		pp.b.Pause()
+		if woke := pp.woke[1] > before; woke != away {
+			t.Errorf("engine away %v: woken %v by the hand-back with an ACK owed", away, woke)
+		}
+	}
+}
