@@ -97,8 +97,11 @@ func (d *Device) handBack(full bool) {
 	// timer once a driver's passes held it for a reply
 	// (transport.AckHoldPasses), a resend up to 100 ms late. Woken, it
 	// watches (away is set only for its long sleep: one wake a sleep).
+	// A driver that leaves for good (Drive(false), not a pause) hands
+	// them over at once too: it may have driven idle for milliseconds
+	// (the libfabric provider's release), which its watch would add to.
 	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady() ||
-		(d.book.AcksOwed > 0 || d.book.Timers > 0) && d.away.Load()
+		(d.book.AcksOwed > 0 || d.book.Timers > 0) && (full || d.away.Load())
 	d.running.release()
 	if urgent {
 		d.wakeEngine()

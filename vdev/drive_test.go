@@ -191,15 +191,21 @@ func TestDriverPassEndsAtItsStatus(t *testing.T) {
 	}
 }
 
-// A driver that hands the device back (Pause, Drive(false)) with an ACK
-// still held for a reply wakes an engine that went to its long idle
-// sleep before the driver drove (Drive(true) does not wake it): that
-// engine would send the ACK only when its sleep ends, long after the
-// sender's retransmission timer. An engine on its watch is not woken.
+// A driver that hands the device back with an ACK still held for a
+// reply wakes an engine that went to its long idle sleep before the
+// driver drove (Drive(true) does not wake it): that engine would send the
+// ACK only when its sleep ends, long after the sender's retransmission
+// timer. So does a driver that leaves for good (Drive(false)), whose
+// idle driving may already have lasted milliseconds. A pause with the
+// engine on its watch does not wake it: the watch sends it.
 func TestHeldAckWakesSleepingEngine(t *testing.T) {
-	for _, away := range []bool{true, false} {
+	for _, c := range []struct{ away, leave, woken bool }{
+		{true, false, true},
+		{false, true, true},
+		{false, false, false},
+	} {
 		pp := newPostPair(t, 64)
-		pp.b.away.Store(away)
+		pp.b.away.Store(c.away)
 		pp.b.Drive(true)
 		pp.push(pp.a, 8)
 		pp.a.PollPost()
@@ -209,9 +215,13 @@ func TestHeldAckWakesSleepingEngine(t *testing.T) {
 			t.Fatal("no ACK owed after the request and one more pass")
 		}
 		before := pp.woke[1]
-		pp.b.Pause()
-		if woke := pp.woke[1] > before; woke != away {
-			t.Errorf("engine away %v: woken %v by the hand-back with an ACK owed", away, woke)
+		if c.leave {
+			pp.b.Drive(false)
+		} else {
+			pp.b.Pause()
+		}
+		if woke := pp.woke[1] > before; woke != c.woken {
+			t.Errorf("engine away %v, driver leaving %v: woken %v by the hand-back with an ACK owed, want %v", c.away, c.leave, woke, c.woken)
 		}
 	}
 }
