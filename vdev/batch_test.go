@@ -301,3 +301,31 @@ func TestBatchLargerThanTheStatusRing(t *testing.T) {
 		noViolations(t, pp.a, pp.b)
 	}
 }
+
+// A traced PUSHB frame moves the trace's stamps as the packets it stands
+// for would: Tx at the sender, Rx, Placed and Status at the receiver
+// (--breakdown reads them; a batch left them at the last lone packet's).
+func TestTracedBatchMovesStamps(t *testing.T) {
+	pp := newPostPair(t, 64)
+	for _, d := range []*Device{pp.a, pp.b} {
+		d.r.Store64(uapi.RegTraceCtrl, 1)
+	}
+	batchStream(pp, 4, func(i int) uint64 { return uint64(4096 + 8*i) })
+	pp.full(pp.a)
+	if got := counter(pp.a, uapi.CtrTxPkts); got != 1 {
+		t.Fatalf("4 queued PUSHes left in %d frames, want 1 PUSHB", got)
+	}
+	pp.full(pp.b)
+	if got := counter(pp.b, uapi.CtrRxPush); got != 4 {
+		t.Fatalf("RX_PUSH %d, want 4", got)
+	}
+	for _, c := range []struct {
+		d     *Device
+		stamp int
+		name  string
+	}{{pp.a, uapi.TraceTx, "Tx"}, {pp.b, uapi.TraceRx, "Rx"}, {pp.b, uapi.TracePlaced, "Placed"}, {pp.b, uapi.TraceStatus, "Status"}} {
+		if v := c.d.r.Load64(uapi.RegTrace + 8*uint32(c.stamp)); v == 0 {
+			t.Errorf("node %d's %s stamp not moved by a PUSHB frame", c.d.node, c.name)
+		}
+	}
+}

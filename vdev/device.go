@@ -124,6 +124,7 @@ type Device struct {
 	crc                         bool
 	ackPolicy                   transport.AckPolicy // when an owed ACK goes alone (AttachPort: by the medium)
 	driverStep                  bool                // a driver's thread runs this full pass (flushAcks: a reply may follow)
+	wasCut                      bool                // the last full pass ended at its status (cutShort)
 	maxPayload                  uint32
 	parser                      *wire.Parser
 
@@ -529,6 +530,13 @@ func (d *Device) now() int64 {
 		return d.clock()
 	}
 	return monotime.Now()
+}
+
+// tracedType reports whether frames of type t move the trace's Tx and Rx
+// stamps: the data packets of a message (PUSH, IPUSH) and PUSHB frames,
+// which carry whole messages.
+func tracedType(t wire.Type) bool {
+	return t <= wire.TypeIPush || t == wire.TypePushBatch
 }
 
 func (d *Device) stamp(i int) {

@@ -160,3 +160,68 @@ func holdForTest(t testing.TB, d *Device) {
 	}
 	t.Cleanup(d.running.release)
 }
+
+// A driver's pass that writes a status ends there (cutShort): the
+// command its driver published meanwhile waits for the next pass. Never
+// two in a row: under a status every pass, every other one is whole and
+// takes it.
+func TestDriverPassEndsAtItsStatus(t *testing.T) {
+	pp := newPostPair(t, 64)
+	for range 3 { // past the first pass, which looks at the timers
+		pp.b.Poll()
+	}
+	pp.push(pp.a, 8)
+	pp.a.PollPost()
+	pp.push(pp.b, 8) // published, no pass of its own
+	pp.b.Poll()
+	if got := counter(pp.b, uapi.CtrRxPush); got != 1 {
+		t.Fatalf("RX_PUSH %d after the pass, want 1", got)
+	}
+	if got := counter(pp.b, uapi.CtrCmds); got != 0 {
+		t.Fatalf("the pass that wrote a status took %d commands, want 0 (it ends at the status)", got)
+	}
+	pp.push(pp.a, 8)
+	pp.a.PollPost()
+	pp.b.Poll() // a status again, but the pass before was cut short
+	if got := counter(pp.b, uapi.CtrRxPush); got != 2 {
+		t.Fatalf("RX_PUSH %d after the second pass, want 2", got)
+	}
+	if got := counter(pp.b, uapi.CtrCmds); got != 1 {
+		t.Fatalf("two passes with a status each took %d commands, want 1 (the second is whole)", got)
+	}
+}
+
+// A driver that hands the device back with an ACK still held for a
+// reply wakes an engine that went to its long idle sleep before the
+// driver drove (Drive(true) does not wake it): that engine would send the
+// ACK only when its sleep ends, long after the sender's retransmission
+// timer. So does a driver that leaves for good (Drive(false)), whose
+// idle driving may already have lasted milliseconds. A pause with the
+// engine on its watch does not wake it: the watch sends it.
+func TestHeldAckWakesSleepingEngine(t *testing.T) {
+	for _, c := range []struct{ away, leave, woken bool }{
+		{true, false, true},
+		{false, true, true},
+		{false, false, false},
+	} {
+		pp := newPostPair(t, 64)
+		pp.b.away.Store(c.away)
+		pp.b.Drive(true)
+		pp.push(pp.a, 8)
+		pp.a.PollPost()
+		pp.b.Poll() // placed; its ACK held for a reply
+		pp.b.Poll()
+		if pp.b.book.AcksOwed == 0 {
+			t.Fatal("no ACK owed after the request and one more pass")
+		}
+		before := pp.woke[1]
+		if c.leave {
+			pp.b.Drive(false)
+		} else {
+			pp.b.Pause()
+		}
+		if woke := pp.woke[1] > before; woke != c.woken {
+			t.Errorf("engine away %v, driver leaving %v: woken %v by the hand-back with an ACK owed, want %v", c.away, c.leave, woke, c.woken)
+		}
+	}
+}

@@ -97,7 +97,11 @@ func (d *Device) step(now *int64) bool {
 	}
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	d.pass++
+	tail := d.statTail
 	busy := d.pollRx()
+	if d.cutShort(tail, *now) {
+		return busy
+	}
 	busy = d.peersDown() || busy // after the frames it sent before it went
 	if (d.book.Timers > 0 || d.book.Resends > 0) && *now != skipTimers {
 		if *now == 0 {
@@ -120,6 +124,27 @@ func (d *Device) step(now *int64) bool {
 		d.interrupt()
 	}
 	return busy
+}
+
+// cutShort reports whether a driver's pass ends once its receive wrote
+// a status (the status tail was tail before it), leaving the rest of
+// the pass to the next: the waiting driver sees its status sooner (an
+// 8-byte shm ping-pong's one way 0.830 -> 0.797 µs, medians of 6
+// alternated rounds, lower in 5), and what it posts next, whose
+// send-only pass takes the commands, carries the ACK. Only a pass that would skip the
+// timers anyway, with no responses or answers owed, and never two in a
+// row: a flood of statuses still gets every other pass whole (peers
+// gone, timers, owed ACKs, commands queued behind a window).
+func (d *Device) cutShort(tail uint64, now int64) bool {
+	if !d.driverStep || d.statTail == tail || now != skipTimers || d.respJobs > 0 || d.owed > 0 || d.wasCut {
+		d.wasCut = false
+		return false
+	}
+	d.wasCut = true
+	if d.irqWanted {
+		d.interrupt() // another thread may sleep on it
+	}
+	return true
 }
 
 // stalled reports work only a driver (consuming statuses or ring data) or

@@ -249,7 +249,7 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 			return err
 		}
 	}
-	if d.trace && h.Type <= wire.TypeIPush {
+	if d.trace && tracedType(h.Type) {
 		d.stamp(uapi.TraceTx)
 	}
 	if h.Flags&wire.FlagAckValid != 0 {

@@ -558,5 +558,11 @@ func (d *Device) placedBatch(n, bytes uint64) {
 	}
 	d.count(uapi.CtrRxPush, n)
 	d.count(uapi.CtrRxBytes, bytes)
+	if d.trace {
+		d.stamp(uapi.TracePlaced)
+	}
 	d.publishStatuses(n)
+	if d.trace {
+		d.stamp(uapi.TraceStatus)
+	}
 }

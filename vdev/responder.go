@@ -218,7 +218,7 @@ func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
 	if v := d.checkAddressed(fr); v != rxNext {
 		return v
 	}
-	if d.trace && !fr.retry && fr.h.Type <= wire.TypeIPush {
+	if d.trace && !fr.retry && tracedType(fr.h.Type) {
 		d.stamp(uapi.TraceRx)
 	}
 	if v := d.checkAdmitted(fr); v != rxNext {

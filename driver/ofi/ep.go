@@ -125,7 +125,7 @@ type txOp struct {
 	rbuf      uint64 // ckRTS: the rendezvous send it announces; ckRMA: the request
 	dst       uint64
 	inject    bool // FI_INJECT: the caller may reuse the buffer once the call returns
-	silent    bool // an inject call: no completion, not even an error entry (the counter counts it)
+	silent    bool // an inject call: no completion; a failure is reported by injectErr
 
 	lmHdr *lmBuf // linkmem.go: an eager send from the caller's buffer holds its header room
 }
@@ -609,12 +609,27 @@ func (e *endpoint) ipush(node uint16, at uint64, n int, imm uint64, kind int, op
 	_, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: uapi.FlagSignal | uapi.FlagDirectAMT | uapi.FlagPktStatus,
 		DstNode: node, SrcProc: e.d.GPID(), Length: uint32(n), LocalAddr: at, RemoteAddr: ringAMT,
 		Imm: imm, Cookie: uint64(kind)<<56 | id})
-	if err != nil {
+	if postFailed("post", node, err) {
 		e.arena.free(op.stage, op.stageN)
 		return postErr("post", node, err)
 	}
 	e.ops[id] = op
 	return 0
+}
+
+// postFailed reports whether a command's post failed: it was not
+// published, and what it would have read may be freed. A doorbell that
+// could not be rung (driver.ErrNotRung) is logged: that command is
+// posted, and runs when the device next looks.
+func postFailed(what string, node uint16, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrNotRung) {
+		logf("%s to node %d: %v", what, node, err)
+		return false
+	}
+	return true
 }
 
 // postErr is what a call returns when the device refused its command: a
@@ -797,7 +812,7 @@ func (e *endpoint) startPull(p *pullOp) {
 	p.bounce = at
 	p.id = e.id()
 	_, err := e.d.Pull(p.msg.node, at, p.msg.raddr, uint32(p.n), uint64(ckPull)<<56|p.id)
-	if err != nil {
+	if postFailed("pull", p.msg.node, err) {
 		e.arena.free(at, uint64(p.n))
 		if errors.Is(err, driver.ErrQueueFull) {
 			e.waiting = append(e.waiting, p)
@@ -1106,10 +1121,8 @@ func (e *endpoint) status(s *uapi.Status) {
 		switch kind {
 		case ckSend:
 			if failed && op.silent {
-				logf("an inject to node %d failed: %v", s.SrcNode, s.Err)
-				if e.txCntr != nil {
-					e.txCntr.errs++
-				}
+				logf("an inject failed: %v", s.Err)
+				e.injectErr(op.flags, op.n, errFor(s), int(s.Err))
 			} else if failed {
 				e.txErr(op.ctx, op.flags, op.n, op.tag, op.data, errFor(s), int(s.Err))
 			} else {
@@ -1126,7 +1139,11 @@ func (e *endpoint) status(s *uapi.Status) {
 				if so := e.rdv[op.rbuf]; so != nil {
 					delete(e.rdv, op.rbuf)
 					e.arena.free(so.body, so.bodyN)
-					e.txErr(so.ctx, so.flags, so.n, so.tag, so.data, errFor(s), int(s.Err))
+					if so.silent {
+						e.injectErr(so.flags, so.n, errFor(s), int(s.Err))
+					} else {
+						e.txErr(so.ctx, so.flags, so.n, so.tag, so.data, errFor(s), int(s.Err))
+					}
 					e.freeTx(so)
 				}
 			}

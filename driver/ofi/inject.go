@@ -6,15 +6,14 @@ import (
 	"github.com/dimmnet/dimmnet/uapi"
 )
 
-// Unsignalled injects. An fi_inject owes its caller nothing once it
-// returns (no completion, not even an error entry, when no counter is
-// bound), so nothing needs the device's DONE for it but the staging copy
-// in link memory, which the device reads until the peer acknowledges the
-// message. A signalled IPUSH per inject made the device write a DONE
-// status and the provider take it (read the status, find the operation
-// in a map, free it) on the path of the answer, whose frame carries the
-// acknowledgement: about 0.1 µs of every 8-byte one-way time
-// (BenchmarkInjectPingPong's profile).
+// Unsignalled injects. An fi_inject owes its caller no completion once it
+// returns, only an error entry if it fails, so nothing needs the device's
+// DONE for it but the staging copy in link memory, which the device reads
+// until the peer acknowledges the message. A signalled IPUSH per inject
+// made the device write a DONE status and the provider take it (read the
+// status, find the operation in a map, free it) on the path of the
+// answer, whose frame carries the acknowledgement: about 0.1 µs of every
+// 8-byte one-way time (BenchmarkInjectPingPong's profile).
 //
 // So an inject is posted without FlagSignal and its staging waits in its
 // peer's queue (injQ), to be freed by a later DONE: the device completes
@@ -24,12 +23,22 @@ import (
 // One inject in injSignalEvery (or the one that brings those since the
 // last signalled one to injSignalBytes) is posted signalled. A failed
 // inject still writes an ERROR status (errors always do), which frees
-// what its DONE would have. A FENCE, whose DONE comes once every command
-// before it completed, frees every queue when the arena runs out
-// (alloc).
+// what its DONE would have and is reported (injectErr) from what its
+// staging still holds: the header's flags and the length. A FENCE, whose
+// DONE comes once every command before it completed, frees every queue
+// when the arena runs out (alloc).
 //
 // With a transmit counter bound, every inject is signalled as before:
 // the counter counts each one's completion.
+//
+// A failed inject call, whichever way it went (unsignalled, signalled
+// for a counter, a rendezvous offer), is reported as libfabric's fi_cq(3)
+// asks of an operation that asked for no completion: an error entry on
+// the transmit CQ with op_context NULL (the call took none), the flags
+// naming the operation, its length, err and prov_errno, the rest 0; and
+// one more error on the transmit counter when one is bound. Success costs
+// nothing more: the failure is read back from the staging, which is only
+// freed after its status.
 
 // ckInject is the cookie kind of an unsignalled-inject IPUSH (the peer's
 // node in bits 40-55, the inject's sequence number below), and ckFence
@@ -108,7 +117,7 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 	_, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: flags,
 		DstNode: node, SrcProc: e.d.GPID(), Length: uint32(n), LocalAddr: at, RemoteAddr: ringAMT,
 		Imm: imm, Cookie: uint64(ckInject)<<56 | uint64(node)<<injSeqBits | seq})
-	if err != nil {
+	if postFailed("inject", node, err) {
 		e.arena.free(at, uint64(n))
 		return postErr("inject", node, err)
 	}
@@ -127,13 +136,47 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 
 // injectDone takes the DONE or ERROR status of an inject: it and every
 // inject queued to its peer before it are complete, so their stagings
-// are freed.
+// are freed; a failed one is reported first, from its staging.
 func (e *endpoint) injectDone(st *uapi.Status) {
 	node, seq := uint16(st.Cookie>>injSeqBits), st.Cookie&injSeqMask
+	q := e.inj.queue(node)
 	if st.Type == uapi.StError {
-		logf("an inject to node %d failed: %v", node, st.Err)
+		e.injectFailed(q, seq, st)
 	}
-	e.injFree(e.inj.queue(node), seq)
+	e.injFree(q, seq)
+}
+
+// injectFailed reports the unsignalled inject seq, still held in q, that
+// its ERROR status st failed: the staging's eager header says whether it
+// was tagged, its size less the header is the length.
+func (e *endpoint) injectFailed(q *injQ, seq uint64, st *uapi.Status) {
+	flags, n := fSend|fMsg, 0
+	for _, en := range q.ents[q.head:] {
+		if en.seq == seq {
+			if e.lm[en.at+1]&hdrTagged != 0 {
+				flags = fSend | fTagged
+			}
+			n = int(en.n) - eagerHdrLen
+			break
+		}
+	}
+	logf("an inject to node %d failed: %v", q.node, st.Err)
+	e.injectErr(flags, n, errFor(st), int(st.Err))
+}
+
+// injectErr reports a failed inject call (a send or a tagged send: flags
+// FI_SEND with FI_MSG or FI_TAGGED) of n bytes: one error on the
+// transmit counter, if bound, and an error entry on the transmit CQ with
+// no context, as fi_cq(3) has every failed operation reported, those
+// that asked for no completion included. Its tag and data are 0: they
+// name a received message, and an unsignalled inject keeps no tag.
+func (e *endpoint) injectErr(flags uint64, n int, err, prov int) {
+	if e.txCntr != nil {
+		e.txCntr.errs++
+	}
+	if e.txcq != nil {
+		e.txcq.push(cqEntry{flags: flags, len: n, err: err, provErr: prov, src: notAvail})
+	}
 }
 
 // injFree frees q's stagings up to sequence number seq.
@@ -166,7 +209,7 @@ func (e *endpoint) injectFence() {
 		return
 	}
 	if _, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpFENCE, Flags: uapi.FlagSignal, SrcProc: e.d.GPID(),
-		Cookie: uint64(ckFence) << 56}); err != nil {
+		Cookie: uint64(ckFence) << 56}); postFailed("fence", e.d.Node(), err) {
 		return // a full command queue: the next alloc failure tries again
 	}
 	s.fence = s.seq | 1<<injSeqBits // nonzero even for sequence number 0

@@ -369,3 +369,35 @@ func TestLinkMemZeroCopy(t *testing.T) {
 		t.Logf("over %s:\n%s", link, out)
 	}
 }
+
+// TestInjectFailuresReported runs testdata/injerr.c: inject calls that
+// fail through the real devices come back as fi_cq(3) has a failed
+// operation reported when it asked for no completion, one error entry
+// each on the transmit CQ (op_context NULL, the op's flags, its length,
+// err and prov_errno, checked field by field with fi_cq_readerr), and,
+// with counters bound (FI_SEND, FI_WRITE), as one error each: fi_inject,
+// fi_tinject, fi_injectdata and fi_tinjectdata to a peer whose endpoint
+// closed, fi_inject_write and fi_inject_writedata refused by the target's
+// provider (beyond the region, an unknown key) and by its device (outside
+// the link memory it exposes), and writes to a target that closed; the
+// successes between them leave no entry. On the shared-memory link and
+// over UDP.
+func TestInjectFailuresReported(t *testing.T) {
+	dir := provider(t)
+	bin := filepath.Join(t.TempDir(), "injerr")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-o", bin, "testdata/injerr.c", "-lfabric").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, link := range []string{"shm", "udp"} {
+		for _, mode := range []string{"cq", "cntr"} {
+			for _, part := range []string{"send", "rma"} {
+				t.Run(link+"/"+mode+"/"+part, func(t *testing.T) {
+					out := runCmd(t, env(t, dir, "FI_DIMMNET_LINK="+link), bin, mode, part)
+					if !strings.Contains(out, "injerr: ok") {
+						t.Fatalf("injerr %s %s over %s:\n%s", mode, part, link, out)
+					}
+				})
+			}
+		}
+	}
+}

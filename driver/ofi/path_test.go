@@ -41,7 +41,7 @@ func openPairRegion(tb testing.TB, mb int) *pair {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		q, a := &cq{}, &av{byNode: map[uint16]uint64{}}
+		q, a := &cq{w: waitObj{fd: -1}}, &av{byNode: map[uint16]uint64{}} // no wait object, as FI_WAIT_NONE opens it
 		if e.bind(a, 0) != 0 || e.bind(q, fTransmit|fRecv) != 0 || e.enable() != 0 {
 			tb.Fatal("bind or enable failed")
 		}

@@ -360,6 +360,15 @@ func (e *endpoint) rmaAnswer(id, data uint64, body []byte) {
 		}
 		return
 	}
+	if data != 0 && int64(data) > 0 && len(body) == 0 {
+		// The target refused it: an ack naming the error (only an ack
+		// carries a nonzero status and no body). An answer from the wire
+		// has an empty body, not a nil one, so this is tested by length
+		// and before the read's copy, and while the request is still
+		// recorded, for rmaFail to report it.
+		e.rmaFail(id, int(data), 0)
+		return
+	}
 	if b, ok := e.rmaBodies[id]; ok { // a write's body offered for PULL
 		delete(e.rmaBodies, id)
 		e.arena.free(b[0], b[1])
@@ -370,9 +379,6 @@ func (e *endpoint) rmaAnswer(id, data uint64, body []byte) {
 		*(*uint64)(o.result) = binary.LittleEndian.Uint64(body)
 	case o.flags&fRead != 0 && o.flags&fRMA != 0 && body != nil:
 		copy(unsafe.Slice((*byte)(o.buf), o.n), body)
-	case data != 0 && int64(data) > 0 && body == nil:
-		e.rmaFail(id, int(data), 0)
-		return
 	}
 	if o.cntr != nil {
 		o.cntr.val++

@@ -3,6 +3,7 @@ package pingpong
 import (
 	"testing"
 
+	"github.com/dimmnet/dimmnet/driver"
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -83,4 +84,60 @@ func TestPingPongMovesBytes(t *testing.T) {
 	if got := b.D.Counter(uapi.CtrRxIPush); got == 0 {
 		t.Fatal("no IPUSH packets counted")
 	}
+}
+
+// BenchmarkShmOneThread is an 8-byte PUSH ping-pong between two devices
+// on the shared-memory link, both run by one goroutine (both held
+// driven, so their engines stay out): what the device's work costs per
+// message with no cache line crossing between cores. A two-process
+// ping-pong's one way is this one_way_ns (the sender's post and the
+// receiver's pass, with the harness's clock reads) on top of the word
+// ping-pong's crossing (docs/design.md, "The fast path").
+func BenchmarkShmOneThread(b *testing.B) {
+	dir := b.TempDir()
+	l, err := vdev.NewLocalPorts(vdev.Config{}, []uint16{1, 2}, func(d *vdev.Device) (link.Port, error) {
+		return link.ListenShm(dir, d.Node(), 65536)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var s [2]*Side
+	for i, dev := range l.Devices {
+		d, err := driver.Open(driver.InProcessDevice(dev))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s[i] = &Side{D: d, Peer: l.Devices[1-i].Node()}
+	}
+	if err := Setup(s[0], s[1], 8); err != nil {
+		b.Fatal(err)
+	}
+	a, c := s[0], s[1]
+	one := func(i int) {
+		if err := a.send(ModePush, 8, i); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.recv(ModePush, CondLinkMem, 8, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.send(ModePush, 8, i); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.recv(ModePush, CondLinkMem, 8, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 1000 {
+		one(i)
+	}
+	for _, dev := range l.Devices {
+		dev.Drive(true)
+		defer dev.Drive(false)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		one(i)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "one_way_ns")
 }

@@ -188,7 +188,7 @@ field("sub.msg_id", ProtoField.uint32("dimmnet.sub.msg_id", "Message id", base.D
 field("sub.len", ProtoField.uint32("dimmnet.sub.len", "Length", base.DEC, nil, nil, "the message's bytes, which follow the sub-header (padded to a multiple of 8); at least 1"))
 field("sub.src_proc", ProtoField.uint32("dimmnet.sub.src_proc", "Source process", base.DEC, nil, nil, "global process id of the sender"))
 field("sub.flags", ProtoField.uint16("dimmnet.sub.flags", "Flags", base.HEX, nil, nil, "only Signal (the sender wants a completion for this message); others make the frame malformed"))
-field("sub.reserved", ProtoField.uint16("dimmnet.sub.reserved", "Reserved", base.HEX, nil, nil, "sent as 0"))
+field("sub.reserved", ProtoField.uint16("dimmnet.sub.reserved", "Reserved", base.HEX, nil, nil, "0; another value makes the frame malformed"))
 field("flags.pkt_status", ProtoField.bool("dimmnet.flags.pkt_status", "PktStatus", 16, nil, 0x0001, "per-packet receive status requested"))
 field("flags.last", ProtoField.bool("dimmnet.flags.last", "Last", 16, nil, 0x0002, "last packet of the message"))
 field("flags.first", ProtoField.bool("dimmnet.flags.first", "First", 16, nil, 0x0004, "first packet of the message"))
@@ -293,12 +293,19 @@ end
 local function dissect_subs(tvb, t, v)
     local off, stop = HEADER_LEN, HEADER_LEN + v.payload_len
     if v.msg_len < 1 or v.msg_len > MAX_SUBS or v.offset ~= 0 then return nil end
+    -- the header's own fields unused, First and Last set, no flag that
+    -- changes a PUSH's meaning
+    if v.addr:tonumber() ~= 0 or v.imm:tonumber() ~= 0 or v.msg_id ~= 0 or v.dst_proc ~= 0 then return nil end
+    local whole = bor(FLAG.First, FLAG.Last)
+    if band(v.flags, whole) ~= whole then return nil end
+    if band(v.flags, bor(FLAG.PktStatus, FLAG.DirectAMT, FLAG.Tagged, FLAG.Unordered)) ~= 0 then return nil end
     local spans = {}
     for i = 1, v.msg_len do
         if off + SUB_LEN > stop then return nil end
         local n = tvb(off + SF.len.off, SF.len.size):le_uint()
         local fl = tvb(off + SF.flags.off, SF.flags.size):le_uint()
-        if n == 0 or band(fl, bnot(FLAG.Signal)) ~= 0 or n > stop - off - SUB_LEN then return nil end
+        local rsv = tvb(off + SF.reserved.off, SF.reserved.size):le_uint()
+        if n == 0 or band(fl, bnot(FLAG.Signal)) ~= 0 or rsv ~= 0 or n > stop - off - SUB_LEN then return nil end
         local size = SUB_LEN + n + (8 - n % 8) % 8
         if off + size > stop then return nil end
         spans[i] = { off = off, n = n, size = size }

@@ -32,8 +32,12 @@ var ErrNodeInUse = errors.New("link: node id held by another process")
 var ErrPeerDown = errors.New("link: peer down")
 
 const (
-	shmHelloMagic   = 0x48534e44 // "DNSH"
-	shmHelloVersion = 1
+	shmHelloMagic = 0x48534e44 // "DNSH"
+	// shmHelloVersion is the link's protocol version, which both ends of
+	// a connection must speak: 2 since PUSHB frames (type 11), which a
+	// device of a build before them drops as malformed, resend after
+	// resend.
+	shmHelloVersion = 2
 	shmHelloLen     = 16
 	shmRetryDial    = 100 * time.Millisecond // a node that could not be dialled is not tried again sooner
 	shmRingBytes    = 1 << 20                // ring memory per peer and direction, in slots of a frame each
@@ -307,8 +311,8 @@ func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
 				}
 			}
 		}()
-		if n != shmHelloLen || binary.LittleEndian.Uint32(b[0:]) != shmHelloMagic || binary.LittleEndian.Uint16(b[4:]) != shmHelloVersion || len(fds) != 2 {
-			return fmt.Errorf("bad hello (%d bytes, %d fds)", n, len(fds))
+		if err := checkHello(b[:n], len(fds)); err != nil {
+			return err
 		}
 		node := binary.LittleEndian.Uint16(b[6:])
 		if mtu := int(binary.LittleEndian.Uint32(b[12:])); mtu != p.mtu || node == p.node {
@@ -334,6 +338,8 @@ func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
 		}
 	} else if err = recv(); err == nil {
 		err = send()
+	} else if errors.Is(err, ErrShmVersion) {
+		send() // ours, so that the dialer names the mismatch too
 	}
 	if err != nil {
 		if seg != nil {
@@ -354,6 +360,23 @@ func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
 	if !p.add(peer) {
 		p.retire(peer)
 		return ErrClosed
+	}
+	return nil
+}
+
+// ErrShmVersion: the other end of a shared-memory link speaks another
+// version of its protocol (another build): the connection is refused,
+// and the two never meet, rather than meet and drop each other's frames.
+var ErrShmVersion = errors.New("link: shm peer speaks another protocol version")
+
+// checkHello checks a peer's hello message and the descriptors it came
+// with.
+func checkHello(b []byte, fds int) error {
+	if len(b) != shmHelloLen || binary.LittleEndian.Uint32(b[0:]) != shmHelloMagic || fds != 2 {
+		return fmt.Errorf("bad hello (%d bytes, %d fds)", len(b), fds)
+	}
+	if v := binary.LittleEndian.Uint16(b[4:]); v != shmHelloVersion {
+		return fmt.Errorf("hello of version %d, ours %d (both ends must run builds of one protocol): %w", v, shmHelloVersion, ErrShmVersion)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package link
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"sync/atomic"
@@ -323,5 +324,32 @@ func TestShmParkWakesEngineWhenFenceFails(t *testing.T) {
 	b.(Parker).Park(true)
 	if n := woke.Load(); n != 1 {
 		t.Fatalf("a park whose fence failed woke the engine %d times, want 1", n)
+	}
+}
+
+// A hello of another protocol version (a build before PUSHB frames, which
+// it would drop as malformed) is refused by name; a well-formed one of
+// ours passes, and a garbled one is no version question.
+func TestShmHelloVersion(t *testing.T) {
+	hello := func(magic uint32, version uint16) []byte {
+		b := make([]byte, shmHelloLen)
+		binary.LittleEndian.PutUint32(b[0:], magic)
+		binary.LittleEndian.PutUint16(b[4:], version)
+		binary.LittleEndian.PutUint16(b[6:], 2)
+		return b
+	}
+	if err := checkHello(hello(shmHelloMagic, shmHelloVersion), 2); err != nil {
+		t.Fatalf("our own hello: %v", err)
+	}
+	if err := checkHello(hello(shmHelloMagic, 1), 2); !errors.Is(err, ErrShmVersion) {
+		t.Fatalf("a version 1 hello: %v, want ErrShmVersion", err)
+	}
+	for _, c := range []struct {
+		b   []byte
+		fds int
+	}{{hello(0x12345678, shmHelloVersion), 2}, {hello(shmHelloMagic, shmHelloVersion)[:8], 2}, {hello(shmHelloMagic, shmHelloVersion), 1}} {
+		if err := checkHello(c.b, c.fds); err == nil || errors.Is(err, ErrShmVersion) {
+			t.Fatalf("garbled hello %x with %d fds: %v, want a bad hello", c.b, c.fds, err)
+		}
 	}
 }

@@ -14,10 +14,11 @@ import (
 // sub-header ([SubFields]) followed by its data, padded with zeros to a
 // multiple of 8 bytes so the next sub-header is aligned. The header's
 // own Addr, Imm, MsgID, Offset and DstProc are 0, its flags First and
-// Last are set (Signal when a sub-message has it): every sub-message is
-// a message of its own, placed and
-// given its status as a one-packet PUSH with the sub-header's fields
-// would be. The frame is acknowledged, resent and deduplicated whole.
+// Last are set and PktStatus, DirectAMT, Tagged and Unordered are not
+// (Signal when a sub-message has it), or the frame is malformed, so that
+// a later use of them is not misread. Every sub-message is a message of
+// its own, placed and given its status as a one-packet PUSH with the
+// sub-header's fields would be. The frame is acknowledged, resent and deduplicated whole.
 // A receiver refuses the sub-messages it cannot place (a refusal NACK
 // whose Imm has bit i set for sub-message i) and places the others.
 
@@ -55,7 +56,7 @@ var SubFields = []Field{
 	{"Len", 20, 4, "Length", false, "the message's bytes, which follow the sub-header (padded to a multiple of 8); at least 1"},
 	{"SrcProc", 24, 4, "Source process", false, "global process id of the sender"},
 	{"Flags", 28, 2, "Flags", true, "only Signal (the sender wants a completion for this message); others make the frame malformed"},
-	{"Reserved", 30, 2, "Reserved", true, "sent as 0"},
+	{"Reserved", 30, 2, "Reserved", true, "0; another value makes the frame malformed"},
 }
 
 // subPad is a sub-message's length on the wire: its sub-header and data,
@@ -105,7 +106,7 @@ func NextSub(payload []byte) (s Sub, data, rest []byte, err error) {
 		SrcProc: binary.LittleEndian.Uint32(payload[24:]),
 		Flags:   Flags(binary.LittleEndian.Uint16(payload[28:])),
 	}
-	if s.Len == 0 || s.Flags&^FlagSignal != 0 || uint64(s.Len) > uint64(len(payload)-SubLen) {
+	if s.Len == 0 || s.Flags&^FlagSignal != 0 || binary.LittleEndian.Uint16(payload[30:]) != 0 || uint64(s.Len) > uint64(len(payload)-SubLen) {
 		return Sub{}, nil, nil, ErrBatch
 	}
 	end := subPad(s.Len)
@@ -119,7 +120,10 @@ func NextSub(payload []byte) (s Sub, data, rest []byte, err error) {
 // well-formed sub-messages and nothing more, so a receiver that passes
 // it can place them without checking the framing again.
 func CheckBatch(h *Header, payload []byte) error {
-	if h.MsgLen == 0 || h.MsgLen > MaxSubs || h.Offset != 0 {
+	const whole = FlagFirst | FlagLast
+	const notPush = FlagPktStatus | FlagDirectAMT | FlagTagged | FlagUnordered
+	if h.MsgLen == 0 || h.MsgLen > MaxSubs || h.Offset != 0 || h.Addr != 0 || h.Imm != 0 || h.MsgID != 0 || h.DstProc != 0 ||
+		h.Flags&whole != whole || h.Flags&notPush != 0 {
 		return ErrBatch
 	}
 	for i := uint32(0); i < h.MsgLen; i++ {

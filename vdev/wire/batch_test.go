@@ -26,7 +26,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	if want := SubSize(8) + SubSize(3) + SubSize(17); len(p) != want || want != 40+40+56 {
 		t.Fatalf("payload %d bytes, want %d (136)", len(p), want)
 	}
-	h := &Header{Type: TypePushBatch, MsgLen: 3}
+	h := &Header{Type: TypePushBatch, Flags: FlagFirst | FlagLast, MsgLen: 3}
 	if err := CheckBatch(h, p); err != nil {
 		t.Fatalf("CheckBatch: %v", err)
 	}
@@ -56,27 +56,47 @@ func TestCheckBatchRejects(t *testing.T) {
 	zeroLen[20] = 0
 	badFlags := append([]byte(nil), one...)
 	badFlags[28] = byte(FlagLast)
+	reserved := append([]byte(nil), one...)
+	reserved[31] = 1
 	long := append([]byte(nil), one...)
 	long[20] = 9 // 9 bytes padded to 16: runs past the payload
+	whole := FlagFirst | FlagLast
+	valid := Header{Type: TypePushBatch, Flags: whole | FlagSignal | FlagSeq | FlagAckValid, MsgLen: 1}
+	if err := CheckBatch(&valid, one); err != nil {
+		t.Fatalf("the cases' valid frame: CheckBatch %v", err)
+	}
 	for _, c := range []struct {
 		why     string
-		count   uint32
-		offset  uint32
+		edit    func(h *Header)
 		payload []byte
 	}{
-		{"count 0", 0, 0, nil},
-		{"count above MaxSubs", MaxSubs + 1, 0, one},
-		{"fewer sub-messages than the count", 2, 0, one},
-		{"bytes after the last sub-message", 1, 0, two},
-		{"a sub-header cut short", 1, 0, one[:SubLen-1]},
-		{"data cut short", 1, 0, one[:SubLen+4]},
-		{"length 0", 1, 0, zeroLen},
-		{"flags other than Signal", 1, 0, badFlags},
-		{"data and padding past the payload", 1, 0, long},
-		{"an offset", 1, 8, one},
+		{"count 0", func(h *Header) { h.MsgLen = 0 }, nil},
+		{"count above MaxSubs", func(h *Header) { h.MsgLen = MaxSubs + 1 }, one},
+		{"fewer sub-messages than the count", func(h *Header) { h.MsgLen = 2 }, one},
+		{"bytes after the last sub-message", nil, two},
+		{"a sub-header cut short", nil, one[:SubLen-1]},
+		{"data cut short", nil, one[:SubLen+4]},
+		{"length 0", nil, zeroLen},
+		{"flags other than Signal", nil, badFlags},
+		{"a reserved sub-header field set", nil, reserved},
+		{"data and padding past the payload", nil, long},
+		{"an offset", func(h *Header) { h.Offset = 8 }, one},
+		{"an address", func(h *Header) { h.Addr = 64 }, one},
+		{"an immediate", func(h *Header) { h.Imm = 1 }, one},
+		{"a message id", func(h *Header) { h.MsgID = 1 }, one},
+		{"a destination process", func(h *Header) { h.DstProc = 1 }, one},
+		{"First missing", func(h *Header) { h.Flags &^= FlagFirst }, one},
+		{"Last missing", func(h *Header) { h.Flags &^= FlagLast }, one},
+		{"PktStatus", func(h *Header) { h.Flags |= FlagPktStatus }, one},
+		{"DirectAMT", func(h *Header) { h.Flags |= FlagDirectAMT }, one},
+		{"Tagged", func(h *Header) { h.Flags |= FlagTagged }, one},
+		{"Unordered", func(h *Header) { h.Flags |= FlagUnordered }, one},
 	} {
-		h := &Header{Type: TypePushBatch, MsgLen: c.count, Offset: c.offset}
-		if err := CheckBatch(h, c.payload); !errors.Is(err, ErrBatch) {
+		h := valid
+		if c.edit != nil {
+			c.edit(&h)
+		}
+		if err := CheckBatch(&h, c.payload); !errors.Is(err, ErrBatch) {
 			t.Errorf("%s: CheckBatch %v, want ErrBatch", c.why, err)
 		}
 	}
@@ -90,7 +110,7 @@ func FuzzCheckBatch(f *testing.F) {
 	f.Add(uint32(2), batchPayload([]Sub{{Len: 1}, {Len: 9, Flags: FlagSignal}}, [][]byte{{1}, make([]byte, 9)}))
 	f.Add(uint32(3), []byte{})
 	f.Fuzz(func(t *testing.T, count uint32, payload []byte) {
-		h := &Header{Type: TypePushBatch, MsgLen: count}
+		h := &Header{Type: TypePushBatch, Flags: FlagFirst | FlagLast, MsgLen: count}
 		err := CheckBatch(h, payload)
 		if err != nil {
 			if !errors.Is(err, ErrBatch) {

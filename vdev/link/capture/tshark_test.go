@@ -238,8 +238,10 @@ func tsharkCases() []tsharkCase {
 	add("SACK across the wrap", h, nil)
 	add("PAGE with CRC", random(wire.TypePage, wire.FlagSeq|wire.FlagCRC), payload())
 	h = random(wire.TypePushBatch, wire.FlagSeq|wire.FlagFirst|wire.FlagLast|wire.FlagCRC)
-	h.MsgLen, h.Offset = uint32(len(pushbSubs)), 0
+	h.MsgLen, h.Offset, h.Addr, h.Imm, h.MsgID, h.DstProc = uint32(len(pushbSubs)), 0, 0, 0, 0, 0
 	add("PUSHB with sub-messages", h, pushbPayload())
+	h.Imm = 1 // a field PUSHB leaves unused: malformed, no sub-messages shown
+	add("PUSHB with its Imm set", h, pushbPayload())
 	add("extremes", wire.Header{Version: wire.Version1, Type: wire.TypePush, Flags: wire.FlagSeq, Seq: 1<<32 - 1, Addr: 1<<64 - 1, Imm: 1 << 63, Tag: 0xFFFF, Code: 0xFFFF}, nil)
 
 	bad := frame(random(wire.TypePush, wire.FlagSeq|wire.FlagTagged|wire.FlagCRC), payload())
