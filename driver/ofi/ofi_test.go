@@ -105,7 +105,7 @@ func TestFiInfoListsAttributes(t *testing.T) {
 	}
 	s := string(out)
 	for _, want := range []string{"type: FI_EP_RDM", "FI_MSG", "FI_TAGGED", "FI_RMA", "FI_ATOMIC", "FI_DIRECTED_RECV",
-		"FI_SOURCE", "FI_LOCAL_COMM", "FI_REMOTE_COMM", "threading: FI_THREAD_SAFE", "data_progress: FI_PROGRESS_MANUAL",
+		"FI_SOURCE", "FI_LOCAL_COMM", "FI_REMOTE_COMM", "FI_MULTI_RECV", "threading: FI_THREAD_SAFE", "data_progress: FI_PROGRESS_MANUAL",
 		"resource_mgmt: FI_RM_ENABLED", "mode: [  ]", "mr_mode: [  ]", "cq_data_size: 8", "inject_size: 4096",
 		"av_type: FI_AV_TABLE", "addr_format: FI_FORMAT_UNSPEC", "FI_ORDER_SAS", "prov_name: dimmnet", "api_version: 1.17"} {
 		if !strings.Contains(s, want) {
