@@ -36,6 +36,12 @@ var (
 	ErrDeviceStale   = errors.New("driver: device not responding (alive word stale)")
 	ErrAMTAT         = errors.New("driver: AMT Address Table access refused")
 	ErrTimeout       = errors.New("driver: timed out")
+	// ErrNotRung: the command was published (its index is valid, and
+	// the device runs it when it next looks: its engine looks at least
+	// every 100 ms) but the doorbell of the sleeping device could not be
+	// rung. It is posted: what it reads must stay as it is until it
+	// completes, as for any posted command. The cause is wrapped.
+	ErrNotRung = errors.New("driver: command published, doorbell not rung")
 )
 
 // Attachment is what an attach method provides: the mapped region, a way to
@@ -239,7 +245,8 @@ func (d *Driver) Counter(c uapi.Counter) uint64 { return d.r.Counter(c) }
 // frames wake while nobody drives the device), so a post costs the same
 // with hundreds outstanding as alone. A full queue gets a full pass
 // first: the acknowledgements it takes in are what free the queue. The
-// pass or doorbell also sends what PostMore published before.
+// pass or doorbell also sends what PostMore published before. An error
+// other than ErrNotRung means the command was not published.
 func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	if d.cmdTail-d.cmdHead >= d.g.CmdqEntries {
 		if d.held {
@@ -282,7 +289,7 @@ func (d *Driver) Post(c *uapi.Desc) (uint64, error) {
 	}
 	if d.r.Load64(uapi.RegDevSleep) != 0 {
 		if err := d.Kick(); err != nil {
-			return idx, err
+			return idx, fmt.Errorf("post command %d: %w: %w", idx, ErrNotRung, err)
 		}
 	}
 	return idx, nil

@@ -90,7 +90,18 @@ func (d *Device) handBack(full bool) {
 	// is a system call on every message's path, and a frame waiting now
 	// is the driver's next wait's (it returns at once) or, if it does not
 	// come back, the port watcher's notice or the engine's watch.
-	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady()
+	// An ACK owed and retransmission timers are timed work, the engine's
+	// watch's; but an engine that fell into its long idle sleep before
+	// this driver drove (Drive(true) does not wake it) would come back to
+	// them only when that ends: the ACK past the sender's retransmission
+	// timer once a driver's passes held it for a reply
+	// (transport.AckHoldPasses), a resend up to 100 ms late. Woken, it
+	// watches (away is set only for its long sleep: one wake a sleep).
+	// A driver that leaves for good (Drive(false), not a pause) hands
+	// them over at once too: it may have driven idle for milliseconds
+	// (the libfabric provider's release), which its watch would add to.
+	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady() ||
+		(d.book.AcksOwed > 0 || d.book.Timers > 0) && (full || d.away.Load())
 	d.running.release()
 	if urgent {
 		d.wakeEngine()

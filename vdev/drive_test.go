@@ -190,3 +190,38 @@ func TestDriverPassEndsAtItsStatus(t *testing.T) {
 		t.Fatalf("two passes with a status each took %d commands, want 1 (the second is whole)", got)
 	}
 }
+
+// A driver that hands the device back with an ACK still held for a
+// reply wakes an engine that went to its long idle sleep before the
+// driver drove (Drive(true) does not wake it): that engine would send the
+// ACK only when its sleep ends, long after the sender's retransmission
+// timer. So does a driver that leaves for good (Drive(false)), whose
+// idle driving may already have lasted milliseconds. A pause with the
+// engine on its watch does not wake it: the watch sends it.
+func TestHeldAckWakesSleepingEngine(t *testing.T) {
+	for _, c := range []struct{ away, leave, woken bool }{
+		{true, false, true},
+		{false, true, true},
+		{false, false, false},
+	} {
+		pp := newPostPair(t, 64)
+		pp.b.away.Store(c.away)
+		pp.b.Drive(true)
+		pp.push(pp.a, 8)
+		pp.a.PollPost()
+		pp.b.Poll() // placed; its ACK held for a reply
+		pp.b.Poll()
+		if pp.b.book.AcksOwed == 0 {
+			t.Fatal("no ACK owed after the request and one more pass")
+		}
+		before := pp.woke[1]
+		if c.leave {
+			pp.b.Drive(false)
+		} else {
+			pp.b.Pause()
+		}
+		if woke := pp.woke[1] > before; woke != c.woken {
+			t.Errorf("engine away %v, driver leaving %v: woken %v by the hand-back with an ACK owed, want %v", c.away, c.leave, woke, c.woken)
+		}
+	}
+}

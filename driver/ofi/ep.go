@@ -618,12 +618,27 @@ func (e *endpoint) ipush(node uint16, at uint64, n int, imm uint64, kind int, op
 	_, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: uapi.FlagSignal | uapi.FlagDirectAMT | uapi.FlagPktStatus,
 		DstNode: node, SrcProc: e.d.GPID(), Length: uint32(n), LocalAddr: at, RemoteAddr: ringAMT,
 		Imm: imm, Cookie: uint64(kind)<<56 | id})
-	if err != nil {
+	if postFailed("post", node, err) {
 		e.arena.free(op.stage, op.stageN)
 		return postErr("post", node, err)
 	}
 	e.ops[id] = op
 	return 0
+}
+
+// postFailed reports whether a command's post failed: it was not
+// published, and what it would have read may be freed. A doorbell that
+// could not be rung (driver.ErrNotRung) is logged: that command is
+// posted, and runs when the device next looks.
+func postFailed(what string, node uint16, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrNotRung) {
+		logf("%s to node %d: %v", what, node, err)
+		return false
+	}
+	return true
 }
 
 // postErr is what a call returns when the device refused its command: a
@@ -829,7 +844,7 @@ func (e *endpoint) startPull(p *pullOp) {
 	p.bounce = at
 	p.id = e.id()
 	_, err := e.d.Pull(p.msg.node, at, p.msg.raddr, uint32(p.n), uint64(ckPull)<<56|p.id)
-	if err != nil {
+	if postFailed("pull", p.msg.node, err) {
 		e.arena.free(at, uint64(p.n))
 		if errors.Is(err, driver.ErrQueueFull) {
 			e.waiting = append(e.waiting, p)

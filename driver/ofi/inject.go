@@ -117,7 +117,7 @@ func (e *endpoint) injectPush(node uint16, at uint64, n int, imm uint64) int {
 	_, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpIPUSH, Flags: flags,
 		DstNode: node, SrcProc: e.d.GPID(), Length: uint32(n), LocalAddr: at, RemoteAddr: ringAMT,
 		Imm: imm, Cookie: uint64(ckInject)<<56 | uint64(node)<<injSeqBits | seq})
-	if err != nil {
+	if postFailed("inject", node, err) {
 		e.arena.free(at, uint64(n))
 		return postErr("inject", node, err)
 	}
@@ -209,7 +209,7 @@ func (e *endpoint) injectFence() {
 		return
 	}
 	if _, err := e.d.Post(&uapi.Desc{Opcode: uapi.OpFENCE, Flags: uapi.FlagSignal, SrcProc: e.d.GPID(),
-		Cookie: uint64(ckFence) << 56}); err != nil {
+		Cookie: uint64(ckFence) << 56}); postFailed("fence", e.d.Node(), err) {
 		return // a full command queue: the next alloc failure tries again
 	}
 	s.fence = s.seq | 1<<injSeqBits // nonzero even for sequence number 0

@@ -273,7 +273,7 @@ func (e *endpoint) pullLink(p *pullOp) (started bool) {
 	p.bounce = off
 	p.id = e.id()
 	_, err := e.d.Pull(p.msg.node, off, p.msg.raddr, uint32(p.n), uint64(ckPull)<<56|p.id)
-	if err != nil {
+	if postFailed("pull", p.msg.node, err) {
 		if errors.Is(err, driver.ErrQueueFull) {
 			e.waiting = append(e.waiting, p)
 			return true
@@ -476,7 +476,7 @@ func (e *endpoint) rmaLink(write bool, buf unsafe.Pointer, n int, p avEntry, add
 	} else {
 		_, err = e.d.Pull(p.node, local, rbase+addr, uint32(n), cookie)
 	}
-	if err != nil {
+	if postFailed("rma", p.node, err) {
 		e.arena.free(tx.stage, tx.stageN)
 		e.arena.free(tx.body, tx.bodyN)
 		e.freeTx(tx)
@@ -516,7 +516,7 @@ func (e *endpoint) atomicLink(op int, operand, compare uint64, p avEntry, addr, 
 	case opCswap:
 		_, err = e.d.CAS8(p.node, at, rbase+addr, compare, operand, cookie)
 	}
-	if err != nil {
+	if postFailed("atomic", p.node, err) {
 		e.arena.free(at, 8)
 		e.freeTx(tx)
 		return postErr("atomic", p.node, err), true

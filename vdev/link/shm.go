@@ -338,6 +338,8 @@ func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
 		}
 	} else if err = recv(); err == nil {
 		err = send()
+	} else if errors.Is(err, ErrShmVersion) {
+		send() // ours, so that the dialer names the mismatch too
 	}
 	if err != nil {
 		if seg != nil {
@@ -362,7 +364,6 @@ func (p *shmPort) handshake(c *net.UnixConn, dialer bool) error {
 	return nil
 }
 
-// shmRights parses the descriptors of a hello.
 // ErrShmVersion: the other end of a shared-memory link speaks another
 // version of its protocol (another build): the connection is refused,
 // and the two never meet, rather than meet and drop each other's frames.
@@ -380,6 +381,7 @@ func checkHello(b []byte, fds int) error {
 	return nil
 }
 
+// shmRights parses the descriptors of a hello.
 func shmRights(oob []byte) ([]int, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {

@@ -178,8 +178,8 @@ func (r *Rx) Await() { r.awaited = true }
 
 // AckPolicy is when a receiver's owed ACK goes alone (AckWanted): every
 // Every packets of a stream, and otherwise once it has waited HoldPasses
-// engine passes and HoldNs (a hold of 0 is none; HoldPasses below 1
-// counts as 1).
+// passes of the device and HoldNs (a hold of 0 is none; HoldPasses below
+// 1 counts as 1).
 type AckPolicy struct {
 	Every      int
 	HoldPasses uint64

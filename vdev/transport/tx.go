@@ -28,8 +28,9 @@ const (
 	// keeps an ACK for a reply to carry (Rx.AckWanted): a few passes of a
 	// library's progress loop, far below the sender's probe time.
 	AckHold = 10_000
-	// AckHoldPasses is how many engine passes a receiver on a lossless
-	// medium keeps an ACK for a reply to carry (Rx.AckWanted): a library
+	// AckHoldPasses is how many of its driver's passes a receiver on a
+	// lossless medium keeps an ACK for a reply to carry (Rx.AckWanted;
+	// the engine's passes send it at the next): a library
 	// that reads its completions until the queue is empty makes a few
 	// before it posts the reply.
 	AckHoldPasses = 4
