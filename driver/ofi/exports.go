@@ -370,6 +370,10 @@ func goEpOpsFlags(h C.uintptr_t, set C.int, arg unsafe.Pointer) C.int {
 	return 0
 }
 
+// goEpMinMultiRecv reads (set 0) or sets the endpoint's
+// FI_OPT_MIN_MULTI_RECV, the size_t at v, for fi_getopt and fi_setopt
+// (prov.c checks level, name and length).
+//
 //export goEpMinMultiRecv
 func goEpMinMultiRecv(h C.uintptr_t, set C.int, v unsafe.Pointer) C.int {
 	mu.Lock()
