@@ -391,7 +391,7 @@ func (e *endpoint) close() {
 	for k := range e.posted {
 		for _, r := range e.posted[k] {
 			if r.mr != nil {
-				e.cancelMulti(r)
+				e.cancelMulti(r, true)
 				continue
 			}
 			e.rxErr(r, errCancel, 0, 0)
@@ -981,7 +981,7 @@ func (e *endpoint) cancel(ctx unsafe.Pointer) int {
 			if r.ctx == ctx {
 				e.posted[k] = append(e.posted[k][:i], e.posted[k][i+1:]...)
 				if r.mr != nil {
-					e.cancelMulti(r)
+					e.cancelMulti(r, false)
 					return 0
 				}
 				e.rxErr(r, errCancel, 0, 0)

@@ -157,24 +157,33 @@ func (e *endpoint) releaseEntry(ctx unsafe.Pointer) {
 	}
 }
 
-// cancelMulti cancels posted multi-receive buffer r (already unposted):
-// its FI_ECANCELED error entry carries FI_MULTI_RECV when it releases the
-// buffer; with PULLs still going into it, the last of their completions
-// releases it instead.
-func (e *endpoint) cancelMulti(r *recvOp) {
+// cancelMulti cancels posted multi-receive buffer r (already unposted)
+// with an FI_ECANCELED error entry. A buffer that took nothing is
+// released by it (it carries FI_MULTI_RECV). One that took messages is
+// released by an entry of its own in the completion queue, behind their
+// completions: error entries are read first, and a release ahead of
+// them would hand the buffer back while completions still point into
+// it. With PULLs still going into it, the last of their completions
+// releases it instead, unless the endpoint is closing (closing): no
+// PULL completes after that, so it is released now.
+func (e *endpoint) cancelMulti(r *recvOp, closing bool) {
 	mr := r.mr
 	mr.released = true
 	if e.rxCntr != nil {
 		e.rxCntr.errs++
 	}
+	done := mr.pending == 0 || closing
 	f := fRecv | fMsg
-	if mr.pending == 0 {
+	if done && mr.off == 0 {
 		f |= fMultiRecv
 	}
 	if e.rxcq != nil {
 		e.rxcq.push(cqEntry{ctx: r.ctx, flags: f, buf: r.buf, err: errCancel, src: notAvail})
 	}
-	if mr.pending == 0 {
+	if done && mr.off > 0 {
+		e.releaseEntry(r.ctx)
+	}
+	if done {
 		e.freeRecv(r)
 	}
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -126,4 +127,81 @@ func TestMultiRecvReleaseWaitsForPull(t *testing.T) {
 		t.Fatal("the buffer does not hold both messages back to back")
 	}
 	p.take(t, 0) // the rendezvous send completed on its FIN
+}
+
+// A cancel of a buffer that took messages whose completions are still
+// unread releases it behind them: error entries are read first, so a
+// release carried by the FI_ECANCELED entry would hand the buffer back
+// while two completions still point into it.
+func TestMultiRecvCancelReleasesAfterData(t *testing.T) {
+	p := openPair(t)
+	buf := make([]byte, 64<<10)
+	var ctx [32]byte
+	p.postMultiRecv(t, 1, buf, unsafe.Pointer(&ctx), true)
+	p.sendMsg(t, 0, pattern(100, 1), true)
+	p.sendMsg(t, 0, pattern(100, 2), true)
+	for dl := time.Now().Add(10 * time.Second); ; {
+		mu.Lock()
+		p.e[1].progress()
+		n := len(p.q[1].entries) - p.q[1].head
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(dl) {
+			t.Fatal("the two messages did not land")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r := p.e[1].cancel(unsafe.Pointer(&ctx)); r != 0 {
+		t.Fatalf("cancel: %d", r)
+	}
+	if len(p.q[1].errs) != 1 || p.q[1].errs[0].err != errCancel || p.q[1].errs[0].flags&fMultiRecv != 0 {
+		t.Fatalf("error entries %+v, want one FI_ECANCELED without FI_MULTI_RECV", p.q[1].errs)
+	}
+	data := p.q[1].entries[p.q[1].head:]
+	if len(data) != 3 || data[0].flags&fMultiRecv != 0 || data[1].flags&fMultiRecv != 0 || data[2].flags != fMultiRecv {
+		t.Fatalf("entries %+v, want the two messages' completions, then the release alone", data)
+	}
+}
+
+// Closing an endpoint while a PULL goes into a multi-receive buffer
+// releases the buffer: no PULL completes after the close, so the
+// completion that was to carry the release never comes.
+func TestMultiRecvCloseReleasesDuringPull(t *testing.T) {
+	for try := 0; try < 20; try++ {
+		p := openPair(t)
+		buf := make([]byte, 64<<10)
+		var ctx [32]byte
+		p.postMultiRecv(t, 1, buf, unsafe.Pointer(&ctx), true)
+		p.sendMsg(t, 0, pattern(40000, 3), false)
+		started := false
+		for dl := time.Now().Add(5 * time.Second); !started && time.Now().Before(dl); {
+			mu.Lock()
+			p.e[1].progress()
+			if len(p.e[1].pulls) > 0 || len(p.e[1].waiting) > 0 {
+				started = true
+				p.e[1].close()
+			}
+			mu.Unlock()
+		}
+		if !started {
+			continue // the PULL completed within one progress: try again
+		}
+		mu.Lock()
+		released := false
+		for _, e := range p.q[1].errs {
+			released = released || e.flags&fMultiRecv != 0
+		}
+		for _, e := range p.q[1].entries[p.q[1].head:] {
+			released = released || e.flags&fMultiRecv != 0
+		}
+		mu.Unlock()
+		if !released {
+			t.Fatal("closed with a PULL going into the buffer: no FI_MULTI_RECV release written")
+		}
+		return
+	}
+	t.Skip("no try caught a PULL in flight")
 }

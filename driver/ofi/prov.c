@@ -39,6 +39,9 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	uint64_t caps = DN_CAPS;
 	if (hints && hints->caps)
 		caps = hints->caps | (DN_CAPS & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE));
+	/* a secondary capability asked for in rx_attr alone is asked for */
+	if (hints && hints->rx_attr)
+		caps |= hints->rx_attr->caps & FI_MULTI_RECV;
 	fi->caps = caps;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC;
