@@ -137,6 +137,9 @@ type recvOp struct {
 	tag, ignore uint64
 	ctx         unsafe.Pointer
 	flags       uint64
+
+	mr   *multiRecv // multirecv.go: a posted FI_MULTI_RECV buffer's state
+	from *multiRecv // multirecv.go: the buffer this message's place is in
 }
 
 // inMsg is a message that arrived: eager bytes, or a rendezvous offer.
@@ -196,6 +199,7 @@ type endpoint struct {
 	waiting         []*pullOp // pulls waiting for bounce room
 	nextID          uint64
 	eagerMax        int
+	minMultiRecv    int                  // FI_OPT_MIN_MULTI_RECV (multirecv.go)
 	rmaOps          map[uint64]*rmaOp    // rma requests waiting for their answer
 	rmaBodies       map[uint64][2]uint64 // link memory offered for PULL, freed by the answer
 	linkBufs        lmState              // linkmem.go: the caller's link-memory buffers
@@ -271,6 +275,7 @@ func openEndpoint(caps, txFlags, rxFlags uint64) (*endpoint, error) {
 	}
 	e.arena.init(e.ringBytes, lmSize-e.ringBytes)
 	e.d.SetWindow(e.ringBytes, lmSize-e.ringBytes)
+	e.minMultiRecv = minMultiRecvDefault
 	e.eagerMax = e.d.MTU() - eagerHdrLen
 	if e.eagerMax > 16<<10 {
 		e.eagerMax = 16 << 10
@@ -385,6 +390,10 @@ func (e *endpoint) close() {
 	e.progress() // takes the receives queued in C, which are cancelled below
 	for k := range e.posted {
 		for _, r := range e.posted[k] {
+			if r.mr != nil {
+				e.cancelMulti(r, true)
+				continue
+			}
 			e.rxErr(r, errCancel, 0, 0)
 		}
 		e.posted[k] = nil
@@ -671,11 +680,14 @@ func (e *endpoint) recv(r *recvOp) int {
 	if e.closed || !e.enabled {
 		return eInval
 	}
-	if r.size < 0 || (r.size > 0 && r.buf == nil) || r.flags&fMultiRecv != 0 {
+	if r.size < 0 || (r.size > 0 && r.buf == nil) {
 		return eInval
 	}
 	if r.flags&dnDefault != 0 {
 		r.flags = r.flags&^dnDefault | e.rxFlags
+		if r.flags&fTagged != 0 {
+			r.flags &^= fMultiRecv // the endpoint's default is for fi_recv: fi_trecv has no multi-receive (1.17)
+		}
 	}
 	if trace {
 		logf("recv %d bytes from %d tag %#x ignore %#x flags %#x ctx %p", r.size, r.src, r.tag, r.ignore, r.flags, r.ctx)
@@ -686,6 +698,12 @@ func (e *endpoint) recv(r *recvOp) int {
 	}
 	if e.caps&fDirected == 0 {
 		r.src = addrUnspec
+	}
+	if r.flags&fMultiRecv != 0 {
+		if r.flags&(fTagged|fPeek|fClaim) != 0 {
+			return eInval // untagged receives only, never a look at one message
+		}
+		return e.postMulti(r)
 	}
 	if r.flags&fPeek != 0 {
 		e.progress()
@@ -762,10 +780,24 @@ func (e *endpoint) arrive(m *inMsg) {
 	}
 	for i, r := range e.posted[k] {
 		if e.matches(r, m) {
+			if r.mr != nil {
+				e.arriveMulti(i, m) // multirecv.go
+				return
+			}
 			e.posted[k] = append(e.posted[k][:i], e.posted[k][i+1:]...)
 			e.deliver(r, m)
 			return
 		}
+	}
+	e.keep(m)
+}
+
+// keep keeps a copy of message m, which no receive took, until one is
+// posted.
+func (e *endpoint) keep(m *inMsg) {
+	k := 0
+	if m.tagged {
+		k = 1
 	}
 	kept := new(inMsg) // m is the caller's (on its stack)
 	*kept = *m
@@ -887,6 +919,10 @@ func (e *endpoint) rxCQFlags(r *recvOp, m *inMsg) uint64 {
 // bytes did not fit (an FI_ETRUNC error entry then).
 func (e *endpoint) rxComplete(r *recvOp, m *inMsg, n, over int, peek bool) {
 	src := e.av.source(m.node)
+	var release uint64 // FI_MULTI_RECV: the last message of a released multi-receive buffer
+	if r.from != nil && e.placedDone(r) {
+		release = fMultiRecv
+	}
 	if over > 0 {
 		if e.rxCntr != nil {
 			e.rxCntr.errs++
@@ -894,6 +930,9 @@ func (e *endpoint) rxComplete(r *recvOp, m *inMsg, n, over int, peek bool) {
 		if e.rxcq != nil {
 			e.rxcq.push(cqEntry{ctx: r.ctx, flags: e.rxCQFlags(r, m), len: n, buf: r.buf, data: m.data, tag: m.tag,
 				olen: over, err: errTrunc, src: src})
+		}
+		if release != 0 {
+			e.releaseEntry(r.ctx)
 		}
 		return
 	}
@@ -905,7 +944,9 @@ func (e *endpoint) rxComplete(r *recvOp, m *inMsg, n, over int, peek bool) {
 		if !peek {
 			buf = r.buf
 		}
-		e.rxcq.push(cqEntry{ctx: r.ctx, flags: e.rxCQFlags(r, m), len: n, buf: buf, data: m.data, tag: m.tag, src: src})
+		e.rxcq.push(cqEntry{ctx: r.ctx, flags: e.rxCQFlags(r, m) | release, len: n, buf: buf, data: m.data, tag: m.tag, src: src})
+	} else if release != 0 {
+		e.releaseEntry(r.ctx) // written even when the receive's completions are suppressed
 	}
 }
 
@@ -916,6 +957,9 @@ func (e *endpoint) rxErr(r *recvOp, err, over, prov int) {
 	if e.rxcq != nil {
 		e.rxcq.push(cqEntry{ctx: r.ctx, flags: e.rxCQFlags(r, nil), buf: r.buf, tag: r.tag, olen: over, err: err, provErr: prov, src: notAvail})
 	}
+	if r.from != nil && e.placedDone(r) {
+		e.releaseEntry(r.ctx)
+	}
 }
 
 func (e *endpoint) rxErrMsg(r *recvOp, m *inMsg, err, prov int) {
@@ -925,6 +969,9 @@ func (e *endpoint) rxErrMsg(r *recvOp, m *inMsg, err, prov int) {
 	if e.rxcq != nil {
 		e.rxcq.push(cqEntry{ctx: r.ctx, flags: e.rxCQFlags(r, m), buf: r.buf, tag: m.tag, data: m.data, err: err, provErr: prov, src: e.av.source(m.node)})
 	}
+	if r.from != nil && e.placedDone(r) {
+		e.releaseEntry(r.ctx)
+	}
 }
 
 func (e *endpoint) cancel(ctx unsafe.Pointer) int {
@@ -933,6 +980,10 @@ func (e *endpoint) cancel(ctx unsafe.Pointer) int {
 		for i, r := range e.posted[k] {
 			if r.ctx == ctx {
 				e.posted[k] = append(e.posted[k][:i], e.posted[k][i+1:]...)
+				if r.mr != nil {
+					e.cancelMulti(r, false)
+					return 0
+				}
 				e.rxErr(r, errCancel, 0, 0)
 				return 0
 			}

@@ -370,6 +370,28 @@ func goEpOpsFlags(h C.uintptr_t, set C.int, arg unsafe.Pointer) C.int {
 	return 0
 }
 
+// goEpMinMultiRecv reads (set 0) or sets the endpoint's
+// FI_OPT_MIN_MULTI_RECV, the size_t at v, for fi_getopt and fi_setopt
+// (prov.c checks level, name and length).
+//
+//export goEpMinMultiRecv
+func goEpMinMultiRecv(h C.uintptr_t, set C.int, v unsafe.Pointer) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := obj[*endpoint](h)
+	if !ok {
+		return -C.FI_EINVAL
+	}
+	p := (*C.size_t)(v)
+	if set == 0 {
+		*p = C.size_t(e.minMultiRecv)
+		return 0
+	}
+	// any size: one above a buffer's releases it after its first message
+	e.minMultiRecv = int(min(uint64(*p), 1<<62))
+	return 0
+}
+
 //export goEpCancel
 func goEpCancel(h C.uintptr_t, ctx unsafe.Pointer) C.ssize_t {
 	mu.Lock()

@@ -39,6 +39,9 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	uint64_t caps = DN_CAPS;
 	if (hints && hints->caps)
 		caps = hints->caps | (DN_CAPS & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE));
+	/* a secondary capability asked for in rx_attr alone is asked for */
+	if (hints && hints->rx_attr)
+		caps |= hints->rx_attr->caps & FI_MULTI_RECV;
 	fi->caps = caps;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC;
@@ -65,7 +68,7 @@ static struct fi_info *dn_info(const struct fi_info *hints)
 	fi->tx_attr->iov_limit = 1;
 	fi->tx_attr->rma_iov_limit = 1;
 
-	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE);
+	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV);
 	fi->rx_attr->caps |= FI_RECV | (caps & (FI_RMA | FI_ATOMIC) ? FI_REMOTE_READ | FI_REMOTE_WRITE : 0);
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = 0;
@@ -534,15 +537,29 @@ static struct fi_ops dn_ep_fi_ops = {
 };
 
 static ssize_t dn_cancel(fid_t fid, void *context) { return goEpCancel(EPH(fid), context); }
+/* FI_OPT_MIN_MULTI_RECV (a size_t) is the only option: the space below
+ * which a multi-receive buffer posted afterwards is released
+ * (multirecv.go). */
 static int dn_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
-	if (level == FI_OPT_ENDPOINT && optname == FI_OPT_MIN_MULTI_RECV)
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
-	return -FI_ENOPROTOOPT;
+	if (!optval || !optlen)
+		return -FI_EINVAL;
+	if (*optlen < sizeof(size_t)) {
+		*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	*optlen = sizeof(size_t);
+	return goEpMinMultiRecv(EPH(fid), 0, optval);
 }
 static int dn_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
 {
-	return -FI_ENOPROTOOPT;
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t))
+		return -FI_EINVAL;
+	return goEpMinMultiRecv(EPH(fid), 1, (void *)optval);
 }
 static ssize_t dn_size_left(struct fid_ep *ep) { return 1024; }
 static struct fi_ops_ep dn_ep_ops = {

@@ -20,7 +20,8 @@
 /* What the provider offers (primary and secondary capabilities). */
 #define DN_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | \
 		 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | \
-		 FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
+		 FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | \
+		 FI_MULTI_RECV)
 
 /* The message orders an endpoint keeps (tx and rx alike); a caller
  * asking for another gets no match, as libfabric's own providers answer. */
