@@ -131,10 +131,11 @@ func (d *Device) step(now *int64) bool {
 // the pass to the next: the waiting driver sees its status sooner (an
 // 8-byte shm ping-pong's one way 0.830 -> 0.797 µs, medians of 6
 // alternated rounds, lower in 5), and what it posts next, whose
-// send-only pass takes the commands, carries the ACK. Only a pass that would skip the
-// timers anyway, with no responses or answers owed, and never two in a
-// row: a flood of statuses still gets every other pass whole (peers
-// gone, timers, owed ACKs, commands queued behind a window).
+// send-only pass takes the commands, carries the ACK. Only a pass that
+// would skip the timers anyway, with no responses or answers owed, and
+// never two in a row: a flood of statuses still gets every other pass
+// whole (peers gone, timers, owed ACKs, commands queued behind a
+// window).
 func (d *Device) cutShort(tail uint64, now int64) bool {
 	if !d.driverStep || d.statTail == tail || now != skipTimers || d.respJobs > 0 || d.owed > 0 || d.wasCut {
 		d.wasCut = false
