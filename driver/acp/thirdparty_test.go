@@ -163,7 +163,12 @@ func TestThirdPartyCopyPaths(t *testing.T) {
 // the PUSH on the same session, is placed only after every packet before
 // it. Rank 0 reads each copy back at once after Complete.
 func TestThirdPartyCopyLandedOnLossyLink(t *testing.T) {
-	fc, err := impair.Parse("loss=0.05,dup=0.05,reorder=0.2,seed=11")
+	// Duplicates one frame in five: rank 2 receives about 55 data frames,
+	// and at one in twenty a run whose timing moved the frames each
+	// seed's draws land on could see none of them twice (0.95^55, about
+	// 6%; it happened in a full CI run), failing the check at the end
+	// that the link tested anything. At one in five that is 0.8^55.
+	fc, err := impair.Parse("loss=0.05,dup=0.2,reorder=0.2,seed=11")
 	if err != nil {
 		t.Fatal(err)
 	}
