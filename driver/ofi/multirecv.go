@@ -180,10 +180,11 @@ func (e *endpoint) cancelMulti(r *recvOp, closing bool) {
 	if e.rxcq != nil {
 		e.rxcq.push(cqEntry{ctx: r.ctx, flags: f, buf: r.buf, err: errCancel, src: notAvail})
 	}
-	if done && mr.off > 0 {
-		e.releaseEntry(r.ctx)
-	}
-	if done {
+	switch {
+	case !done:
+	case mr.off > 0:
+		e.multiReleased(mr) // mr.r is r
+	default:
 		e.freeRecv(r)
 	}
 }

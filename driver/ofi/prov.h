@@ -43,9 +43,10 @@
 
 /* Marks the inject calls (fi_inject, fi_tinject, fi_injectdata,
  * fi_tinjectdata, fi_inject_write, fi_inject_writedata): they owe the caller
- * nothing once they return, not even an error entry. FI_INJECT itself, as
- * fi_sendmsg's flag, only frees the buffer at once: such a send still
- * completes (bit 62 is no operation flag). */
+ * no completion once they return, only an error entry if they fail
+ * (inject.go). FI_INJECT itself, as fi_sendmsg's flag, only frees the
+ * buffer at once: such a send still completes (bit 62 is no operation
+ * flag). */
 #define DN_INJECT_CALL (1ULL << 62)
 
 /* The bits above, which a caller's flags (fi_sendmsg's, ...) may not set. */

@@ -360,7 +360,7 @@ func (e *endpoint) rmaAnswer(id, data uint64, body []byte) {
 		}
 		return
 	}
-	if data != 0 && int64(data) > 0 && len(body) == 0 {
+	if int64(data) > 0 && len(body) == 0 {
 		// The target refused it: an ack naming the error (only an ack
 		// carries a nonzero status and no body). An answer from the wire
 		// has an empty body, not a nil one, so this is tested by length

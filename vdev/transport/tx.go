@@ -30,9 +30,9 @@ const (
 	AckHold = 10_000
 	// AckHoldPasses is how many of its driver's passes a receiver on a
 	// lossless medium keeps an ACK for a reply to carry (Rx.AckWanted;
-	// the engine's passes send it at the next): a library
-	// that reads its completions until the queue is empty makes a few
-	// before it posts the reply.
+	// the engine's passes send it at the next): a library that reads its
+	// completions until the queue is empty makes a few before it posts
+	// the reply.
 	AckHoldPasses = 4
 	// LosslessRTO is the least timeout on a medium that never loses a
 	// frame (the in-memory hub: backpressure, not loss): there a timeout
