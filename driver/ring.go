@@ -80,7 +80,9 @@ func (r *Ring) Copy(dst []byte, s *uapi.Status) int {
 }
 
 // ReleaseTo frees the ring up to position pos (a status's End, or Tail()).
-// In device-head mode it posts READ_DONE and the device moves the head.
+// In device-head mode it posts READ_DONE and the device moves the head;
+// an error wrapping ErrNotRung means that READ_DONE is posted (the
+// release stands, and is not posted again), only its doorbell failed.
 func (r *Ring) ReleaseTo(pos uint64) error {
 	r.pending = pos
 	return r.publish()
@@ -103,16 +105,20 @@ func (r *Ring) publish() error {
 	if r.pending == r.published {
 		return nil
 	}
-	if r.devHead {
-		if _, err := r.d.Post(&uapi.Desc{Opcode: uapi.OpREADDONE, RemoteAddr: uint64(r.idx), Imm: r.pending}); err != nil {
-			return err
-		}
-	} else {
+	if !r.devHead {
 		r.d.r.Store64At(r.entry+uapi.AMTHead, r.pending)
 		r.d.kickIfAsleep()
+		r.published = r.pending
+		return nil
 	}
-	r.published = r.pending
-	return nil
+	_, err := r.d.Post(&uapi.Desc{Opcode: uapi.OpREADDONE, RemoteAddr: uint64(r.idx), Imm: r.pending})
+	if Posted(err) {
+		// A READ_DONE whose doorbell failed is posted all the same: the
+		// device moves the head at its next look, and posting it again
+		// would only repeat it. The error still says so.
+		r.published = r.pending
+	}
+	return err
 }
 
 // MapSender points the AMT Address Table entry of sender GPID gpid at ring
