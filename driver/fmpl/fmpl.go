@@ -430,6 +430,12 @@ func (w *World) Pass(s uapi.Status) { w.backlog = append(w.backlog, s) }
 // Stats counts what a rank did.
 type Stats struct {
 	Sends, Recvs, Spooled uint64
+	// NotRung counts commands posted while the device's doorbell could
+	// not be rung (driver.ErrNotRung): they ran at the device's next
+	// look (within 100 ms) instead of at once, and their operations
+	// succeeded. A count that grows says the attachment's doorbell is
+	// broken, which slows every operation but fails none.
+	NotRung uint64
 	// Protocol counts statuses that fit no posted operation (must stay 0).
 	Protocol int
 }

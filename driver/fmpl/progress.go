@@ -214,12 +214,20 @@ func (w *World) probePeer(r int) {
 
 // post publishes a descriptor, consuming statuses into the backlog while
 // the command queue is full (they are dispatched by the next progress).
+// A descriptor whose doorbell could not be rung (driver.ErrNotRung) is
+// posted: the device runs it at its next look, so it succeeds here, and
+// is counted (Stats.NotRung). Taken for a failure, it had a send's
+// buffer handed back while the device read it, a receive's header
+// dropped while the peer wrote into it, a probe posted twice.
 func (w *World) post(c *uapi.Desc) (uint64, error) {
 	for i := 0; ; i++ {
 		idx, err := w.d.Post(c)
 		if !errors.Is(err, driver.ErrQueueFull) {
-			if err != nil {
+			if !driver.Posted(err) {
 				return idx, fmt.Errorf("post %v to node %d: %w", c.Opcode, c.DstNode, err)
+			}
+			if err != nil {
+				w.stats.NotRung++
 			}
 			return idx, nil
 		}
