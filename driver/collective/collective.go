@@ -93,6 +93,8 @@ type Comm struct {
 	op     uint64
 	early  map[msgKey]int
 	got    time.Time // when the last multicast's payload arrived here
+	// notRung counts messages posted while the doorbell could not be rung
+	notRung uint64
 }
 
 // New makes rank's end of the group whose ranks run on devices nodes
@@ -220,6 +222,13 @@ func (c *Comm) AllToAll() error {
 	return nil
 }
 
+// NotRung is how many of this rank's messages were posted while its
+// device's doorbell could not be rung (driver.ErrNotRung): they were sent
+// at the device's next look instead of at once, and the operations they
+// belong to succeeded. A count that grows says the attachment's doorbell
+// is broken, which slows every operation but fails none.
+func (c *Comm) NotRung() uint64 { return c.notRung }
+
 // Skip counts an operation this rank takes no part in, so operation
 // numbers stay the same across the group.
 func (c *Comm) Skip() { c.op++ }
@@ -239,8 +248,14 @@ func (c *Comm) send(to int, k Kind, n uint32) error {
 	for {
 		_, err := c.drv.Post(&d)
 		if !errors.Is(err, driver.ErrQueueFull) {
-			if err != nil {
+			if !driver.Posted(err) {
 				return fmt.Errorf("send %s to rank %d: %w", k, to, err)
+			}
+			if err != nil {
+				// The doorbell failed, but the message is posted: the
+				// device sends it at its next look. A failure here left
+				// the group's ranks at different operations.
+				c.notRung++
 			}
 			return nil
 		}
