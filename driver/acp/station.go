@@ -66,6 +66,12 @@ type Stats struct {
 	Resolves uint64
 	// DeviceAtomics counts FADD8 and CAS8 this rank had a device perform.
 	DeviceAtomics uint64
+	// NotRung counts device commands posted while the doorbell could not
+	// be rung (driver.ErrNotRung): they ran at the device's next look
+	// instead of at once, and completed as any other. A count that grows
+	// says the attachment's doorbell is broken, which slows every
+	// operation but fails none.
+	NotRung uint64
 }
 
 type outMsg struct {
@@ -111,7 +117,7 @@ func (st *station) init(c *ACP, ring *driver.Ring) {
 func (c *ACP) Stats() Stats {
 	return Stats{Delegated: atomic.LoadUint64(&c.st.stats.Delegated), Stale: atomic.LoadUint64(&c.st.stats.Stale),
 		Protocol: atomic.LoadUint64(&c.st.stats.Protocol), Resolves: atomic.LoadUint64(&c.st.stats.Resolves),
-		DeviceAtomics: atomic.LoadUint64(&c.st.stats.DeviceAtomics)}
+		DeviceAtomics: atomic.LoadUint64(&c.st.stats.DeviceAtomics), NotRung: atomic.LoadUint64(&c.st.stats.NotRung)}
 }
 
 // Idle thresholds of the loop (ns since the last work): spin running
@@ -254,6 +260,11 @@ func (st *station) dispatch(s *uapi.Status) {
 
 // post publishes a signalled device command whose completion calls fn,
 // consuming statuses into the backlog while the device's queue is full.
+// A command whose doorbell could not be rung (driver.ErrNotRung) is
+// posted: it stays pending and its completion calls fn, as any other's.
+// Taken for a failure, it freed a message slot the device was still to
+// read (the next message overwrote it) and failed a handle whose
+// operation went on to happen.
 func (st *station) post(dsc uapi.Desc, fn func(error)) {
 	st.cookie++
 	dsc.Cookie = st.cookie
@@ -262,7 +273,10 @@ func (st *station) post(dsc uapi.Desc, fn func(error)) {
 	st.pend[dsc.Cookie] = fn
 	for {
 		_, err := st.c.d.Post(&dsc)
-		if err == nil {
+		if driver.Posted(err) {
+			if err != nil {
+				atomic.AddUint64(&st.stats.NotRung, 1)
+			}
 			return
 		}
 		if !errors.Is(err, driver.ErrQueueFull) {
