@@ -56,6 +56,12 @@ type Stats struct {
 	PagesIn      uint64 // saved ports copied back into a frame (receiver)
 	BadTag       uint64 // ERROR statuses with EBadTag (must stay 0)
 	Errors       uint64 // other ERROR statuses
+	// NotRung counts commands posted while the device's doorbell could
+	// not be rung (driver.ErrNotRung): they ran at the device's next look
+	// instead of at once, and the writes and pagings they belong to
+	// succeeded. A count that grows says the attachment's doorbell is
+	// broken, which slows every operation but fails none.
+	NotRung uint64
 }
 
 // PagesCopied is the number of page copies the receiver made.
@@ -90,7 +96,7 @@ type Node struct {
 
 // counters are Stats, counted without the table lock.
 type counters struct {
-	writes, faults, pageRequests, syncs, pagingsDone, pagesOut, pagesIn, badTag, errors atomic.Uint64
+	writes, faults, pageRequests, syncs, pagingsDone, pagesOut, pagesIn, badTag, errors, notRung atomic.Uint64
 }
 
 // conn is this node's side of the connection with one other node.
@@ -201,7 +207,7 @@ func (n *Node) Stats() Stats {
 	c := &n.ctr
 	return Stats{Writes: c.writes.Load(), Faults: c.faults.Load(), PageRequests: c.pageRequests.Load(),
 		Syncs: c.syncs.Load(), PagingsDone: c.pagingsDone.Load(), PagesOut: c.pagesOut.Load(),
-		PagesIn: c.pagesIn.Load(), BadTag: c.badTag.Load(), Errors: c.errors.Load()}
+		PagesIn: c.pagesIn.Load(), BadTag: c.badTag.Load(), Errors: c.errors.Load(), NotRung: c.notRung.Load()}
 }
 
 // NewProcess creates an LMMC client with an empty page table.
@@ -350,7 +356,12 @@ func (n *Node) push(c *conn, sp *sendPort, slot uint32, off uint64, data []byte)
 }
 
 // post runs one driver call under the driver lock, retrying while the
-// command queue is full.
+// command queue is full. A command whose doorbell could not be rung
+// (driver.ErrNotRung) is posted: the device runs it at its next look, so
+// it succeeds here, and is counted (Stats.NotRung). Taken for a failure,
+// a write was reported failed that still landed, a paging request the
+// receiver acted on left the sender's tables as before, and a waiter
+// gave up on the DONE that was still to come.
 func (n *Node) post(f func() (uint64, error)) error {
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -358,8 +369,11 @@ func (n *Node) post(f func() (uint64, error)) error {
 		_, err := f()
 		n.dmu.Unlock()
 		if !errors.Is(err, driver.ErrQueueFull) {
-			if err != nil {
+			if !driver.Posted(err) {
 				return fmt.Errorf("post: %w", err)
+			}
+			if err != nil {
+				n.ctr.notRung.Add(1)
 			}
 			return nil
 		}
