@@ -56,6 +56,11 @@ type Result struct {
 	// the sender wrote (Side.Verify): the initiator's, and the responder's
 	// when it is in this process. 0 when verification was off.
 	Verified int `json:"verified"`
+	// NotRung counts the measurement's messages posted while a device's
+	// doorbell could not be rung (Side.NotRung), the initiator's and the
+	// responder's when it is in this process: each waited for its
+	// device's next look, so a record with any measured that wait.
+	NotRung int `json:"not_rung,omitempty"`
 	Recovery
 	// Fault is the fault injection the record was measured under (the
 	// --fault spec), "" for none.
@@ -189,8 +194,14 @@ type Side struct {
 	// counts the messages that matched, over the Side's life.
 	Verify   bool
 	Verified int
-	pat      []byte // the pattern messages are cut from (Verify)
-	peerSrc  []byte // what the peer's SetupSide wrote (a stream's Check)
+	// NotRung counts messages posted while the device's doorbell could
+	// not be rung (driver.ErrNotRung): each was sent at the device's next
+	// look (up to 100 ms later), so a run with any measured that wait,
+	// not the link. A count that grows says the attachment's doorbell is
+	// broken.
+	NotRung int
+	pat     []byte // the pattern messages are cut from (Verify)
+	peerSrc []byte // what the peer's SetupSide wrote (a stream's Check)
 	// tamper, when set (tests only), runs after the pattern of message
 	// iter was written to src and may change it: the sender bug that
 	// verification must catch.
@@ -412,7 +423,7 @@ func Run(a, b *Side, mode, cond string, size, warm, iters int) (Result, error) {
 // RunFor is Run with the timed round trips chosen by bud.
 func RunFor(a, b *Side, mode, cond string, size int, bud Budget) (Result, error) {
 	before := snapRecovery(b.D)
-	verified := b.Verified
+	verified, notRung := b.Verified, b.NotRung
 	told := make(chan int, 1) // closed once the initiator returns
 	errc := make(chan error, 1)
 	go func() {
@@ -438,6 +449,7 @@ func RunFor(a, b *Side, mode, cond string, size int, bud Budget) (Result, error)
 	}
 	r.Recovery.add(recoverySince(before, b.D))
 	r.Verified += b.Verified - verified
+	r.NotRung += b.NotRung - notRung
 	return r, err
 }
 
@@ -577,7 +589,7 @@ func Initiate(a *Side, mode, cond string, size, warm, iters int) (Result, error)
 func InitiateFor(a *Side, mode, cond string, size int, bud Budget, tell func(iters int) error) (Result, error) {
 	warm := bud.Warm
 	before := snapRecovery(a.D)
-	verified := a.Verified
+	verified, notRung := a.Verified, a.NotRung
 	var start, paused int64
 	var rtts []int64
 	warmRTTs := make([]int64, 0, warm)
@@ -631,7 +643,8 @@ func InitiateFor(a *Side, mode, cond string, size int, bud Budget, tell func(ite
 	half := float64(el) / float64(iters) / 2 / 1e3
 	slices.Sort(rtts)
 	return Result{Mode: mode, Condition: cond, Size: size, RTTHalfUs: half, MBps: float64(size) / half, Iters: iters,
-		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Tails: TailsOf(rtts), Recovery: recoverySince(before, a.D), Verified: a.Verified - verified}, nil
+		RTTHalfP50Us: float64(rtts[len(rtts)/2]) / 2 / 1e3, Tails: TailsOf(rtts), Recovery: recoverySince(before, a.D), Verified: a.Verified - verified,
+		NotRung: a.NotRung - notRung}, nil
 }
 
 // Tails are the order statistics of a measurement's round trips, each

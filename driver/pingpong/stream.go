@@ -140,7 +140,11 @@ func (sp StreamSpec) valid(s *Side) error {
 	return nil
 }
 
-// sendAt posts one n-byte message from link address src (see send).
+// sendAt posts one n-byte message from link address src (see send). A
+// message whose doorbell could not be rung (driver.ErrNotRung) is sent:
+// it is posted, and leaves at the device's next look. Taken for a
+// failure, the side stopped while its message still went to a peer that
+// answered it.
 func (s *Side) sendAt(mode string, n int, src uint64) error {
 	for {
 		if err := s.stoppedErr("sending", n); err != nil {
@@ -152,7 +156,13 @@ func (s *Side) sendAt(mode string, n int, src uint64) error {
 		} else {
 			_, err = s.D.IPush(s.Peer, uapi.GPID(s.Peer, 0), src, uint32(n), 0, 0, 0)
 		}
-		if err == nil || !isQueueFull(err) {
+		if driver.Posted(err) {
+			if err != nil {
+				s.NotRung++ // posted: the device sends it at its next look
+			}
+			return nil
+		}
+		if !isQueueFull(err) {
 			return err
 		}
 		s.yieldFull()
