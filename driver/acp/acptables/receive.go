@@ -189,7 +189,7 @@ func Partners(open Devices, phases []Phase, p int) ([]int, error) {
 				for {
 					_, err := ds[r].Push(nodes[d], 0, 64, 8, 0, 0)
 					if !errors.Is(err, driver.ErrQueueFull) {
-						if err != nil {
+						if !driver.Posted(err) { // not rung is sent: its PUSH status counts
 							return nil, err
 						}
 						break
