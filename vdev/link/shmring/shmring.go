@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/dimmnet/dimmnet/internal/release"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,9 +96,9 @@ type Segment struct {
 	slotSize int
 	tail     uint64 // frames we published
 	peerHead uint64 // the consumer's head as we last read it
-	head     uint64 // frames we consumed (atomic loads, storeRelease); published every quarter ring
+	head     uint64 // frames we consumed (atomic loads, release.Store); published every quarter ring
 	shown    uint64 // the head as we last published it
-	lazy     bool   // we publish with storeRelease (flagLazy)
+	lazy     bool   // we publish with release.Store (flagLazy)
 }
 
 // Create makes a sealed memfd segment with slots slots (a power of two)
@@ -128,7 +129,7 @@ func Create(name string, slots, maxFrame int) (*Segment, error) {
 	if err != nil {
 		return fail("map", err)
 	}
-	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize, lazy: lazyPublish && registered()}
+	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize, lazy: release.Plain && registered()}
 	binary.LittleEndian.PutUint32(mem[offVer:], version)
 	binary.LittleEndian.PutUint32(mem[offSlots:], uint32(slots))
 	binary.LittleEndian.PutUint32(mem[offSlotSz:], uint32(slotSize))
@@ -271,7 +272,7 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 	s.tail++
 	w := uint64(uint32(s.tail))<<32 | uint64(n)
 	if s.lazy {
-		storeRelease(s.word(off), w) // publishes the slot; the consumer's Fence orders it before the load below
+		release.Store(s.word(off), w) // publishes the slot; the consumer's Fence orders it before the load below
 	} else {
 		atomic.StoreUint64(s.word(off), w) // publishes the slot
 	}
@@ -362,13 +363,13 @@ func (p *Pair) Done() {
 	h := atomic.LoadUint64(&s.head) + 1
 	// Only the consumer's pass stores either word, and nothing loads a
 	// word of the peer's after them in a hand-off that needs ordering: a
-	// release store each (storeRelease), no locked instruction per frame.
+	// release store each (release.Store), no locked instruction per frame.
 	// Under TSO the slot's loads above are not passed by them either, so
 	// the producer never gets a slot back that we still read.
-	storeRelease(&s.head, h)
+	release.Store(&s.head, h)
 	if h-s.shown >= max(r.slots/4, 1) {
 		s.shown = h
-		storeRelease(s.word(offHead), h) // those slots are the producer's again
+		release.Store(s.word(offHead), h) // those slots are the producer's again
 	}
 }
 

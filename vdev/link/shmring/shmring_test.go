@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dimmnet/dimmnet/internal/release"
 	"golang.org/x/sys/unix"
 )
 
@@ -323,9 +324,9 @@ func TestLazyFlagAndLayoutVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lazyPublish && registered()
+	want := release.Plain && registered()
 	if s.lazy != want || r.Lazy() != want {
-		t.Fatalf("producer lazy %v, consumer sees %v; want %v (this build lazy: %v)", s.lazy, r.Lazy(), want, lazyPublish)
+		t.Fatalf("producer lazy %v, consumer sees %v; want %v (this build lazy: %v)", s.lazy, r.Lazy(), want, release.Plain)
 	}
 	r.Close()
 	for _, c := range []struct {
