@@ -10,7 +10,9 @@
 // it gives up is ordering against a later load: a protocol that stores a
 // word and then loads another (a ring's sleep word) must restore that
 // with a fence (shmring.Fence). The shared-memory ring publishes its
-// slots with it.
+// slots with it, and the raw word ping-pong the device is judged against
+// (driver/pingpong) publishes its word the same way, so the floor is
+// what the hardware does, not what a locked store adds to it.
 //
 // TSO covers ordinary stores only: non-temporal ones (MOVNTDQ) are weakly
 // ordered and may become visible after a later plain store. Go's memmove
