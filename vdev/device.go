@@ -157,13 +157,16 @@ type Device struct {
 	book     transport.Book
 	peers    map[uint16]*peer
 	peerList []*peer // the same, in the order first seen: passes visit peers in a fixed order
-	lastPeer *peer   // the peer peerOf found last, while in peers
-	holding  int     // peers with a held frame (hold mode)
-	rings    []ringState
-	trace    bool
-	respJobs int    // PULL responses not yet fully acknowledged
-	owed     int    // control frames owed to peers (link was full)
-	pass     uint64 // engine passes, to age owed ACKs
+	// peers with an ACK deferAck kept for the next pass (each may appear
+	// more than once, or settled already: settleAck looks at peer.lazy)
+	lazyPeers []*peer
+	lastPeer  *peer // the peer peerOf found last, while in peers
+	holding   int   // peers with a held frame (hold mode)
+	rings     []ringState
+	trace     bool
+	respJobs  int    // PULL responses not yet fully acknowledged
+	owed      int    // control frames owed to peers (link was full)
+	pass      uint64 // engine passes, to age owed ACKs
 
 	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
 	gone  downs        // peers the port saw go away, for the next pass

@@ -39,6 +39,12 @@ type peer struct {
 	pullExpired  uint64 // the engine pass that first saw pullDeadline passed
 	pullTimeouts int
 
+	// an ACK field of this peer's data frames not applied yet
+	// (Device.deferAck): the latest, and the session it acknowledges
+	lazy      bool
+	lazyAck   uint32
+	lazyEpoch uint16
+
 	// receiving
 	owedCtl    []ctl  // NACKs the link could not take yet
 	held       []byte // hold mode: the frame this peer sent that we cannot place yet
