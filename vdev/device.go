@@ -108,6 +108,7 @@ type Device struct {
 
 	port    link.Port
 	vec     link.VectorSender    // the port gathers payloads from link memory; nil: copy into the frame
+	slots   link.SlotWriter      // the port lends its slot to build a frame in; nil: built in a Buffer
 	inPlace link.InPlaceReceiver // the port lends received payloads where they lie; nil: Recv copies
 	backlog link.Backlogger      // the port queues frames to send later; nil: sent when Send returns
 	parker  link.Parker          // the port's peers signal it only while the engine sleeps
@@ -311,6 +312,7 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	d.slots, _ = p.(link.SlotWriter)
 	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)

@@ -38,7 +38,7 @@ func TestUnsignalledAckAppliesNextPass(t *testing.T) {
 		r.step(r.a)
 		r.step(r.b) // placed; the ACK waits for the reply
 		r.pushPlain(r.b, 8)
-		r.step(r.b) // the pong carries the ACK of ping i
+		r.step(r.b)         // the pong carries the ACK of ping i
 		driverPassHeld(r.a) // placed; the ACK of ping i is kept for a's next pass
 		if got := r.a.inflight; got != 1 {
 			t.Fatalf("round %d: a has %d commands in flight after the pass that placed the pong, want 1 (its ping, acknowledged next pass)", i, got)
