@@ -102,6 +102,9 @@ func (d *Device) step(now *int64) bool {
 	if d.cutShort(tail, *now) {
 		return busy
 	}
+	if len(d.lazyPeers) > 0 {
+		d.settleAcks() // what the last pass received acknowledges, before the timers look
+	}
 	busy = d.peersDown() || busy // after the frames it sent before it went
 	if (d.book.Timers > 0 || d.book.Resends > 0) && *now != skipTimers {
 		if *now == 0 {

@@ -228,7 +228,9 @@ func (d *Device) receive(fr *rxFrame, err error) rxVerdict {
 		if v := d.checkSession(fr); v != rxNext {
 			return v
 		}
-		d.control(fr.p, fr.h) // what it says of our sending (completer.go)
+		if !d.deferAck(fr.p, fr.h) {
+			d.control(fr.p, fr.h) // what it says of our sending (completer.go)
+		}
 		if v := d.checkData(fr); v != rxNext {
 			return v
 		}

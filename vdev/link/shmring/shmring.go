@@ -249,10 +249,25 @@ type Pair struct {
 // publishes it by storing the slot's word last. It reports whether the
 // peer sleeps and must be signalled.
 func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
-	s := p.Mine
 	n := len(head) + len(payload)
+	b, err := p.Reserve(n)
+	if err != nil {
+		return false, err
+	}
+	copy(b[copy(b, head):], payload)
+	return p.Commit(n), nil
+}
+
+// Reserve returns the next slot's room for a frame of n bytes, for the
+// caller to write the frame into where the consumer will read it (a
+// frame built in place is copied once, not built in a buffer and then
+// copied), and publish with Commit(n). Nothing is published until then;
+// a Reserve not committed is forgotten by the next one. Errors are
+// Put's: ErrTooBig, ErrFull, ErrCorrupt.
+func (p *Pair) Reserve(n int) ([]byte, error) {
+	s := p.Mine
 	if n > s.slotSize-lenWord {
-		return false, fmt.Errorf("shmring: frame of %d bytes, slots hold %d: %w", n, s.slotSize-lenWord, ErrTooBig)
+		return nil, fmt.Errorf("shmring: frame of %d bytes, slots hold %d: %w", n, s.slotSize-lenWord, ErrTooBig)
 	}
 	if s.tail-s.peerHead >= s.slots {
 		// Full as far as we know: the consumer publishes its head only
@@ -260,14 +275,22 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 		h := atomic.LoadUint64(p.Theirs.word(offHead))
 		switch used := s.tail - h; {
 		case used > s.slots: // ahead of our tail, or more than a ring behind it
-			return false, fmt.Errorf("shmring: peer head %d, our tail %d: %w", h, s.tail, ErrCorrupt)
+			return nil, fmt.Errorf("shmring: peer head %d, our tail %d: %w", h, s.tail, ErrCorrupt)
 		case used == s.slots:
-			return false, ErrFull
+			return nil, ErrFull
 		}
 		s.peerHead = h
 	}
+	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize + lenWord
+	return s.mem[off : off+n : off+n], nil
+}
+
+// Commit publishes the frame of n bytes written into the slot the last
+// Reserve returned, by storing the slot's word last. It reports whether
+// the peer sleeps and must be signalled.
+func (p *Pair) Commit(n int) (wake bool) {
+	s := p.Mine
 	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize
-	copy(s.mem[off+lenWord+copy(s.mem[off+lenWord:], head):], payload)
 	s.tail++
 	w := uint64(uint32(s.tail))<<32 | uint64(n)
 	if s.lazy {
@@ -275,7 +298,7 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 	} else {
 		atomic.StoreUint64(s.word(off), w) // publishes the slot
 	}
-	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0, nil
+	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0
 }
 
 // next loads the slot word of the frame at our head and returns its
