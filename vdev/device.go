@@ -168,6 +168,9 @@ type Device struct {
 	respJobs  int    // PULL responses not yet fully acknowledged
 	owed      int    // control frames owed to peers (link was full)
 	pass      uint64 // engine passes, to age owed ACKs
+	// the engine's watch over a driven device (watchDriven)
+	watchedPass uint64 // pass at the watch's last look
+	watchBusy   bool   // the watch's last pass did work: look again at once
 
 	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
 	gone  downs        // peers the port saw go away, for the next pass
