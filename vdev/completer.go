@@ -102,6 +102,92 @@ func (d *Device) control(p *peer, h *wire.Header) {
 	}
 }
 
+// deferAck keeps the ACK field of a data frame from p for the device's
+// next pass, on a lossless medium, when applying it needs no clock (it
+// retires untimed packets, transport.Tx.AckNeedsClock) and the frame is
+// of our current session; it reports whether it kept it. In a ping-pong
+// every message carries the ACK of the one before it, and retiring that
+// command before the message is placed put it on the path of every
+// reply: the driver sees its status only when the pass ends. The next
+// pass applies it (step, after its receive; a send-only pass, after the
+// commands left), and anything that acts on our sending's state applies
+// it first: a NACK's or ACK's control, failPeer. Nothing is lost by the
+// wait on a medium that cannot lose: a retransmission timer runs out
+// only in a pass that applied it first. Any other frame from p applies
+// what p's earlier frames left, so ACKs apply in order.
+func (d *Device) deferAck(p *peer, h *wire.Header) bool {
+	if !d.tcfg.Lossless || h.Type == wire.TypeAck || h.Type == wire.TypeNack ||
+		h.Flags&(wire.FlagAckValid|wire.FlagSeq|wire.FlagTagged) != wire.FlagAckValid|wire.FlagSeq ||
+		h.Tag != p.tx.Epoch() || !p.tx.Advances(h.Ack) || p.tx.AckNeedsClock(h.Ack) || signalledUpTo(p, h.Ack) {
+		d.settleAck(p)
+		return false
+	}
+	if !p.lazy {
+		p.lazy = true
+		d.lazyPeers = append(d.lazyPeers, p)
+	} else if int32(h.Ack-p.lazyAck) <= 0 {
+		return true // no news
+	}
+	p.lazyAck, p.lazyEpoch = h.Ack, h.Tag
+	return true
+}
+
+// signalledUpTo reports whether an ACK of ack to p retires more than
+// unsignalled PUSHes and IPUSHes, whose completion posts nothing: a DONE
+// (or a PAGE's, a PULL's or an atomic's progress, a PULL response's
+// release) goes before the status of the frame that carried the ACK, as
+// it always did (a reply's arrival is never seen before its request's
+// DONE).
+func signalledUpTo(p *peer, ack uint32) bool {
+	n := min(int(ack-p.tx.Acked()), len(p.sent))
+	for i := range n {
+		e := &p.sent[i]
+		if e.j != nil && (e.j.desc.Flags&uapi.FlagSignal != 0 || e.j.desc.Opcode != uapi.OpPUSH && e.j.desc.Opcode != uapi.OpIPUSH) {
+			return true
+		}
+		if e.batch != nil {
+			for _, j := range e.batch.jobs {
+				if j.desc.Flags&uapi.FlagSignal != 0 {
+					return true
+				}
+			}
+		}
+		if e.r != nil {
+			return true // a PULL response: retire drops it (respJobs)
+		}
+	}
+	return false
+}
+
+// settleAck applies the ACK deferAck kept for p, if any.
+func (d *Device) settleAck(p *peer) {
+	if !p.lazy {
+		return
+	}
+	p.lazy = false
+	if p.lazyEpoch != p.tx.Epoch() {
+		return // that session ended meanwhile: it acknowledges nothing now
+	}
+	before := p.tx.Acked()
+	if p.tx.AckNeedsClock(p.lazyAck) { // a packet resent since
+		p.tx.Ack(p.lazyAck, d.now())
+	} else {
+		p.tx.AckUntimed(p.lazyAck)
+	}
+	if p.tx.Acked() != before {
+		d.retire(p, before)
+	}
+}
+
+// settleAcks applies every ACK deferAck kept.
+func (d *Device) settleAcks() {
+	for _, p := range d.lazyPeers {
+		d.settleAck(p)
+	}
+	clear(d.lazyPeers)
+	d.lazyPeers = d.lazyPeers[:0]
+}
+
 // refused records that p refused our packet seq for good, with e: its
 // command fails (once its packets in flight are acknowledged, so it is
 // posted after nothing of it can still arrive), and sends nothing more.
@@ -388,6 +474,7 @@ func (d *Device) setError(op uapi.Opcode, idx uint64, e uapi.Errno) {
 // the peer to discard what it kept of the old one. What p sends us is
 // another session and stays as it is.
 func (d *Device) failPeer(p *peer, e uapi.Errno) {
+	d.settleAck(p) // what p acknowledged completes as delivered
 	q := p.q
 	p.q = nil // finish must not look for these in the queue
 	if p.pkz < len(q) {

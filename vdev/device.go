@@ -108,6 +108,7 @@ type Device struct {
 
 	port    link.Port
 	vec     link.VectorSender    // the port gathers payloads from link memory; nil: copy into the frame
+	slots   link.SlotWriter      // the port lends its slot to build a frame in; nil: built in a Buffer
 	inPlace link.InPlaceReceiver // the port lends received payloads where they lie; nil: Recv copies
 	backlog link.Backlogger      // the port queues frames to send later; nil: sent when Send returns
 	parker  link.Parker          // the port's peers signal it only while the engine sleeps
@@ -157,13 +158,19 @@ type Device struct {
 	book     transport.Book
 	peers    map[uint16]*peer
 	peerList []*peer // the same, in the order first seen: passes visit peers in a fixed order
-	lastPeer *peer   // the peer peerOf found last, while in peers
-	holding  int     // peers with a held frame (hold mode)
-	rings    []ringState
-	trace    bool
-	respJobs int    // PULL responses not yet fully acknowledged
-	owed     int    // control frames owed to peers (link was full)
-	pass     uint64 // engine passes, to age owed ACKs
+	// peers with an ACK deferAck kept for the next pass (each may appear
+	// more than once, or settled already: settleAck looks at peer.lazy)
+	lazyPeers []*peer
+	lastPeer  *peer // the peer peerOf found last, while in peers
+	holding   int   // peers with a held frame (hold mode)
+	rings     []ringState
+	trace     bool
+	respJobs  int    // PULL responses not yet fully acknowledged
+	owed      int    // control frames owed to peers (link was full)
+	pass      uint64 // engine passes, to age owed ACKs
+	// the engine's watch over a driven device (watchDriven)
+	watchedPass uint64 // pass at the watch's last look
+	watchBusy   bool   // the watch's last pass did work: look again at once
 
 	clock func() int64 // the transport's clock (ns); nil: the monotonic clock
 	gone  downs        // peers the port saw go away, for the next pass
@@ -308,6 +315,7 @@ func roundUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 func (d *Device) AttachPort(p link.Port) {
 	d.port = p
 	d.vec, _ = p.(link.VectorSender)
+	d.slots, _ = p.(link.SlotWriter)
 	d.inPlace, _ = p.(link.InPlaceReceiver)
 	d.backlog, _ = p.(link.Backlogger)
 	d.parker, _ = p.(link.Parker)

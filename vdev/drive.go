@@ -101,7 +101,7 @@ func (d *Device) handBack(full bool) {
 	// them over at once too: it may have driven idle for milliseconds
 	// (the libfabric provider's release), which its watch would add to.
 	urgent := d.urgentBesidesPort() || (full || d.waiter == nil) && d.portReady() ||
-		(d.book.AcksOwed > 0 || d.book.Timers > 0) && (full || d.away.Load())
+		(d.book.AcksOwed > 0 || d.book.Timers > 0 || len(d.lazyPeers) > 0) && (full || d.away.Load())
 	d.running.release()
 	if urgent {
 		d.wakeEngine()
@@ -264,6 +264,9 @@ func (d *Device) sendStep() bool {
 	}
 	d.trace = d.r.Load64(uapi.RegTraceCtrl) == 1
 	busy := d.pollCommands()
+	if len(d.lazyPeers) > 0 {
+		d.settleAcks() // after the commands left: off the path of what they send
+	}
 	busy = d.serviceAMTAT() || busy
 	if d.irqWanted {
 		d.interrupt()

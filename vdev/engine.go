@@ -102,6 +102,9 @@ func (d *Device) step(now *int64) bool {
 	if d.cutShort(tail, *now) {
 		return busy
 	}
+	if len(d.lazyPeers) > 0 {
+		d.settleAcks() // what the last pass received acknowledges, before the timers look
+	}
 	busy = d.peersDown() || busy // after the frames it sent before it went
 	if (d.book.Timers > 0 || d.book.Resends > 0) && *now != skipTimers {
 		if *now == 0 {
@@ -234,8 +237,14 @@ func (e *Engine) loop() {
 		busy := false
 		var now int64
 		for _, d := range e.devs {
-			if d.driven.Load() > 0 || !d.running.acquire() {
+			if d.driven.Load() > 0 {
+				if (timedOut || d.watchBusy) && d.watchDriven(&now) {
+					busy = true
+				}
 				continue // a driver runs it (drive.go)
+			}
+			if !d.running.acquire() {
+				continue
 			}
 			if d.step(&now) {
 				busy = true
@@ -374,6 +383,27 @@ func (e *Engine) loop() {
 		e.sleeping.Store(false)
 		lastWork = 0
 	}
+}
+
+// watchDriven is the engine's watch over a device a driver drives: a pass
+// when the driver made none since the watch's last look, and again at
+// once while those passes find work. A driver that holds the device and
+// makes no pass (a libfabric call copying a megabyte into link memory, a
+// thread descheduled between its waits) left what is timed (ACKs held
+// for a reply, retransmission timers) to nobody: its peer's 5 ms timer
+// ran out. The running flag arbitrates: a pass the driver is in is never
+// touched (it is there), and a driver that comes back waits a pass.
+func (d *Device) watchDriven(now *int64) bool {
+	if !d.running.acquire() {
+		return false // the driver's pass: it is there
+	}
+	defer d.running.release()
+	d.watchBusy = false
+	if d.pass == d.watchedPass {
+		d.watchBusy = d.step(now)
+	}
+	d.watchedPass = d.pass
+	return d.watchBusy
 }
 
 // heartbeat advances every device's ALIVE register and mirrors its port's

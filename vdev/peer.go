@@ -39,6 +39,12 @@ type peer struct {
 	pullExpired  uint64 // the engine pass that first saw pullDeadline passed
 	pullTimeouts int
 
+	// an ACK field of this peer's data frames not applied yet
+	// (Device.deferAck): the latest, and the session it acknowledges
+	lazy      bool
+	lazyAck   uint32
+	lazyEpoch uint16
+
 	// receiving
 	owedCtl    []ctl  // NACKs the link could not take yet
 	held       []byte // hold mode: the frame this peer sent that we cannot place yet
@@ -230,6 +236,15 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 	if d.crc {
 		h.Flags |= wire.FlagCRC
 	}
+	if gather && d.slots != nil && len(payload) > 0 && len(payload) < slotFrameMax && !d.crc {
+		sent, err := d.sendInSlot(p, h, payload)
+		if err != nil {
+			return err
+		}
+		if sent {
+			goto sent
+		}
+	}
 	if gather && d.vec != nil && len(payload) > 0 {
 		head := wire.AppendHead(d.port.Buffer(), wire.NodeMAC(p.node), d.mac, h, payload)
 		if t := d.tracer.Load(); t != nil {
@@ -249,6 +264,7 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 			return err
 		}
 	}
+sent:
 	if d.trace && tracedType(h.Type) {
 		d.stamp(uapi.TraceTx)
 	}
@@ -256,6 +272,27 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 		p.rx.AckSent(h.Flags&wire.FlagSack != 0 || h.Type == wire.TypeNack && h.Code == wire.NackSeqErr)
 	}
 	return nil
+}
+
+// slotFrameMax bounds the payload a frame built in the port's slot
+// carries: small ones, whose cost is the frame's building, not the bytes.
+const slotFrameMax = 2048
+
+// sendInSlot builds the frame in the slot the port lends (link.SlotWriter)
+// and publishes it; sent false: the port wants it sent otherwise.
+func (d *Device) sendInSlot(p *peer, h *wire.Header, payload []byte) (sent bool, err error) {
+	mac := wire.NodeMAC(p.node)
+	n := wire.FrameOverhead + len(payload)
+	b, err := d.slots.Reserve([6]byte(mac), n)
+	if b == nil || err != nil {
+		return false, err
+	}
+	head := wire.AppendHead(b[:0:wire.FrameOverhead], mac, d.mac, h, payload)
+	copy(b[wire.FrameOverhead:], payload)
+	if t := d.tracer.Load(); t != nil {
+		d.traceTx(t, h, head, payload)
+	}
+	return true, d.slots.Commit()
 }
 
 // downs collects the stations a port reported gone (link.PeerWatcher), on

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dimmnet/dimmnet/internal/cpubind"
 	"github.com/dimmnet/dimmnet/internal/monotime"
+	"github.com/dimmnet/dimmnet/internal/release"
 	"github.com/dimmnet/dimmnet/internal/subproc"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +35,10 @@ const ModeRaw = "raw"
 const (
 	// CondWord is two processes spinning on one word each in a shared
 	// mapping: a cache-line transfer per hand-off, the least any
-	// shared-memory link between two processes can cost.
+	// shared-memory link between two processes can cost. Each word is
+	// published as the ring publishes a slot, with a release store
+	// (release.Store, a plain MOV on amd64), not a locked one that waits
+	// for the line to come back.
 	CondWord = "word"
 	// CondMemcpy is copying a buffer within one process's shared mapping
 	// (MB/s, no RTT): the ceiling for moving link memory, which the
@@ -188,7 +192,9 @@ func RawBaseline(cond string, budget time.Duration, bind bool) (Result, error) {
 }
 
 // hop is one step of an echo process: wait for slot in to change, store
-// the value in slot out. waitFD and sigFD are the eventfds it waits on
+// the value in slot out (a release store, as every hand-off's: an
+// eventfd's signal after it is a locked write in the kernel, so the word
+// is visible before the waiter wakes). waitFD and sigFD are the eventfds it waits on
 // and signals (eventfd waits only; -1 otherwise).
 type hop struct{ in, out, waitFD, sigFD int }
 
@@ -308,7 +314,7 @@ func rawEcho(args []string) error {
 			if err != nil {
 				return err
 			}
-			atomic.StoreUint64(word(mem, h.out), v)
+			release.Store(word(mem, h.out), v)
 			if wk == waitEventfd {
 				if err := signalFD(h.sigFD); err != nil {
 					return err
@@ -565,7 +571,7 @@ func shmBaseline(cond, wk string, budget time.Duration, bind bool, kids [][]hop)
 		sigRelay = int(files[fdEvRelay-3].Fd())
 	}
 	rt := func(i uint64) error {
-		atomic.StoreUint64(ping, i)
+		release.Store(ping, i)
 		if sigRelay >= 0 {
 			if err := signalFD(sigRelay); err != nil {
 				return err

@@ -87,6 +87,8 @@ type shmPort struct {
 	parked   atomic.Bool
 	rr       int      // the peer Recv looks at first
 	viewing  *shmPeer // the peer whose slot RecvInPlace lent out, until Done
+	reserved *shmPeer // the peer whose slot Reserve lent, until Commit
+	resN     int      // the frame's length there
 	closed   atomic.Bool
 	wg       sync.WaitGroup
 	dropped  atomic.Uint64 // frames refused by the ring checks (corrupt indexes or lengths)
@@ -716,10 +718,58 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	return nil
 }
 
+// Reserve lends the next slot of the ring to dst's node for a frame of n
+// bytes (SlotWriter); nil for a broadcast or a frame long enough to go by
+// reference.
+func (p *shmPort) Reserve(dst [6]byte, n int) ([]byte, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if n-wire.FrameOverhead >= ShmRefMin || dst == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+		return nil, nil
+	}
+	peer, err := p.peer(dst[:])
+	if err != nil {
+		return nil, err
+	}
+	b, err := peer.pair.Reserve(n)
+	if err != nil {
+		return nil, p.putErr(peer, err)
+	}
+	p.reserved, p.resN = peer, n
+	return b, nil
+}
+
+// errNoReserve: Commit without a Reserve that lent a slot.
+var errNoReserve = errors.New("link: commit without a reserved slot")
+
+// Commit publishes the frame written into the slot Reserve lent.
+func (p *shmPort) Commit() error {
+	peer := p.reserved
+	if peer == nil {
+		return errNoReserve
+	}
+	p.reserved = nil
+	if peer.pair.Commit(p.resN) {
+		eventfd.Signal(peer.wake)
+	}
+	return nil
+}
+
 func (p *shmPort) put(peer *shmPeer, head, payload []byte) error {
 	wake, err := peer.pair.Put(head, payload)
+	if err != nil {
+		return p.putErr(peer, err)
+	}
+	if wake {
+		eventfd.Signal(peer.wake)
+	}
+	return nil
+}
+
+// putErr is what a ring's refusal of a frame to peer means for the sender.
+func (p *shmPort) putErr(peer *shmPeer, err error) error {
 	switch {
-	case err == nil:
 	case err == shmring.ErrFull, errors.Is(err, shmring.ErrFull):
 		return ErrFull
 	case errors.Is(err, shmring.ErrCorrupt):
@@ -727,14 +777,10 @@ func (p *shmPort) put(peer *shmPeer, head, payload []byte) error {
 		p.txErrors.Add(1)
 		p.down(peer)
 		return ErrPeerDown
-	case err != nil:
+	default:
 		p.txErrors.Add(1)
 		return err
 	}
-	if wake {
-		eventfd.Signal(peer.wake)
-	}
-	return nil
 }
 
 // Pending reports whether a frame waits in any peer's ring.

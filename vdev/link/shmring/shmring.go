@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/dimmnet/dimmnet/internal/release"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,9 +96,9 @@ type Segment struct {
 	slotSize int
 	tail     uint64 // frames we published
 	peerHead uint64 // the consumer's head as we last read it
-	head     uint64 // frames we consumed (atomic loads, storeRelease); published every quarter ring
+	head     uint64 // frames we consumed (atomic loads, release.Store); published every quarter ring
 	shown    uint64 // the head as we last published it
-	lazy     bool   // we publish with storeRelease (flagLazy)
+	lazy     bool   // we publish with release.Store (flagLazy)
 }
 
 // Create makes a sealed memfd segment with slots slots (a power of two)
@@ -128,7 +129,7 @@ func Create(name string, slots, maxFrame int) (*Segment, error) {
 	if err != nil {
 		return fail("map", err)
 	}
-	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize, lazy: lazyPublish && registered()}
+	s := &Segment{mem: mem, fd: fd, slots: uint64(slots), slotSize: slotSize, lazy: release.Plain && registered()}
 	binary.LittleEndian.PutUint32(mem[offVer:], version)
 	binary.LittleEndian.PutUint32(mem[offSlots:], uint32(slots))
 	binary.LittleEndian.PutUint32(mem[offSlotSz:], uint32(slotSize))
@@ -249,10 +250,25 @@ type Pair struct {
 // publishes it by storing the slot's word last. It reports whether the
 // peer sleeps and must be signalled.
 func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
-	s := p.Mine
 	n := len(head) + len(payload)
+	b, err := p.Reserve(n)
+	if err != nil {
+		return false, err
+	}
+	copy(b[copy(b, head):], payload)
+	return p.Commit(n), nil
+}
+
+// Reserve returns the next slot's room for a frame of n bytes, for the
+// caller to write the frame into where the consumer will read it (a
+// frame built in place is copied once, not built in a buffer and then
+// copied), and publish with Commit(n). Nothing is published until then;
+// a Reserve not committed is forgotten by the next one. Errors are
+// Put's: ErrTooBig, ErrFull, ErrCorrupt.
+func (p *Pair) Reserve(n int) ([]byte, error) {
+	s := p.Mine
 	if n > s.slotSize-lenWord {
-		return false, fmt.Errorf("shmring: frame of %d bytes, slots hold %d: %w", n, s.slotSize-lenWord, ErrTooBig)
+		return nil, fmt.Errorf("shmring: frame of %d bytes, slots hold %d: %w", n, s.slotSize-lenWord, ErrTooBig)
 	}
 	if s.tail-s.peerHead >= s.slots {
 		// Full as far as we know: the consumer publishes its head only
@@ -260,22 +276,30 @@ func (p *Pair) Put(head, payload []byte) (wake bool, err error) {
 		h := atomic.LoadUint64(p.Theirs.word(offHead))
 		switch used := s.tail - h; {
 		case used > s.slots: // ahead of our tail, or more than a ring behind it
-			return false, fmt.Errorf("shmring: peer head %d, our tail %d: %w", h, s.tail, ErrCorrupt)
+			return nil, fmt.Errorf("shmring: peer head %d, our tail %d: %w", h, s.tail, ErrCorrupt)
 		case used == s.slots:
-			return false, ErrFull
+			return nil, ErrFull
 		}
 		s.peerHead = h
 	}
+	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize + lenWord
+	return s.mem[off : off+n : off+n], nil
+}
+
+// Commit publishes the frame of n bytes written into the slot the last
+// Reserve returned, by storing the slot's word last. It reports whether
+// the peer sleeps and must be signalled.
+func (p *Pair) Commit(n int) (wake bool) {
+	s := p.Mine
 	off := HeaderSize + int(s.tail&(s.slots-1))*s.slotSize
-	copy(s.mem[off+lenWord+copy(s.mem[off+lenWord:], head):], payload)
 	s.tail++
 	w := uint64(uint32(s.tail))<<32 | uint64(n)
 	if s.lazy {
-		storeRelease(s.word(off), w) // publishes the slot; the consumer's Fence orders it before the load below
+		release.Store(s.word(off), w) // publishes the slot; the consumer's Fence orders it before the load below
 	} else {
 		atomic.StoreUint64(s.word(off), w) // publishes the slot
 	}
-	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0, nil
+	return atomic.LoadUint64(p.Theirs.word(offSleep)) != 0
 }
 
 // next loads the slot word of the frame at our head and returns its
@@ -362,13 +386,13 @@ func (p *Pair) Done() {
 	h := atomic.LoadUint64(&s.head) + 1
 	// Only the consumer's pass stores either word, and nothing loads a
 	// word of the peer's after them in a hand-off that needs ordering: a
-	// release store each (storeRelease), no locked instruction per frame.
+	// release store each (release.Store), no locked instruction per frame.
 	// Under TSO the slot's loads above are not passed by them either, so
 	// the producer never gets a slot back that we still read.
-	storeRelease(&s.head, h)
+	release.Store(&s.head, h)
 	if h-s.shown >= max(r.slots/4, 1) {
 		s.shown = h
-		storeRelease(s.word(offHead), h) // those slots are the producer's again
+		release.Store(s.word(offHead), h) // those slots are the producer's again
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dimmnet/dimmnet/internal/release"
 	"golang.org/x/sys/unix"
 )
 
@@ -323,9 +324,9 @@ func TestLazyFlagAndLayoutVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lazyPublish && registered()
+	want := release.Plain && registered()
 	if s.lazy != want || r.Lazy() != want {
-		t.Fatalf("producer lazy %v, consumer sees %v; want %v (this build lazy: %v)", s.lazy, r.Lazy(), want, lazyPublish)
+		t.Fatalf("producer lazy %v, consumer sees %v; want %v (this build lazy: %v)", s.lazy, r.Lazy(), want, release.Plain)
 	}
 	r.Close()
 	for _, c := range []struct {
@@ -460,3 +461,47 @@ func TestNoLostWakeUp(t *testing.T) {
 }
 
 var sink atomic.Uint64
+
+// A frame built in its slot (Reserve, Commit) arrives as Put's would; a
+// Reserve not committed publishes nothing and lends the same slot again;
+// a full ring refuses the Reserve.
+func TestFrameBuiltInSlot(t *testing.T) {
+	a, b := pair(t, 2, 64)
+	buf := make([]byte, 0, 64)
+	s, err := a.Reserve(5)
+	if err != nil || len(s) != 5 {
+		t.Fatalf("reserve: %d bytes, %v", len(s), err)
+	}
+	copy(s, "stale")
+	if b.Pending() {
+		t.Fatal("a reserved slot is pending before its commit")
+	}
+	s2, err := a.Reserve(3)
+	if err != nil || &s2[0] != &s[0] {
+		t.Fatalf("second reserve without a commit: %v, same slot %v", err, err == nil && &s2[0] == &s[0])
+	}
+	copy(s2, "abc")
+	a.Commit(3)
+	if f, _ := b.Get(buf); string(f) != "abc" {
+		t.Fatalf("got %q, want the committed frame", f)
+	}
+	for i := range 2 {
+		s, err := a.Reserve(1)
+		if err != nil {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+		s[0] = byte(i)
+		a.Commit(1)
+	}
+	if _, err := a.Reserve(1); !errors.Is(err, ErrFull) {
+		t.Fatalf("reserve on a full ring: %v, want ErrFull", err)
+	}
+	if _, err := a.Reserve(a.Mine.MaxFrame() + 1); !errors.Is(err, ErrTooBig) {
+		t.Fatalf("reserve beyond a slot: %v, want ErrTooBig", err)
+	}
+	for _, want := range []byte{0, 1} {
+		if f, _ := b.Get(buf); len(f) != 1 || f[0] != want {
+			t.Fatalf("frame %v, want [%d]", f, want)
+		}
+	}
+}

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func storeRelease(addr *uint64, v uint64)
-TEXT ·storeRelease(SB), NOSPLIT, $0-16
+// func Store(addr *uint64, v uint64)
+TEXT ·Store(SB), NOSPLIT, $0-16
 	MOVQ addr+0(FP), AX
 	MOVQ v+8(FP), BX
 	MOVQ BX, (AX)
