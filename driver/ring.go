@@ -93,6 +93,7 @@ func (r *Ring) ReleaseTo(pos uint64) error {
 // when a RING_FULL status arrives, or on Flush. Each publication is a store
 // to the line the device reads for every packet (or a READ_DONE command), so
 // a ring consumed message by message pays for it a quarter as often.
+// Its errors are ReleaseTo's.
 func (r *Ring) Release(pos uint64) error {
 	r.pending = pos
 	if pos-r.published < r.size/4 {
