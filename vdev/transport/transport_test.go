@@ -598,21 +598,6 @@ func TestTimeoutResendsOldestThenDecides(t *testing.T) {
 			t.Fatalf("second timeout resent %v, want [1 2 3]", got)
 		}
 	})
-	t.Run("no answer on a lossless medium: the oldest again", func(t *testing.T) {
-		b := &Book{}
-		tx := NewTx(&Config{Window: 64, MaxTimeouts: 3, Lossless: true, RTOFloor: LosslessRTO, PeerWatched: true}, b, 7)
-		sendN(tx, 48, 0)
-		for i := range 4 {
-			if got := timeout(tx); !eq(got, []uint32{1}) {
-				t.Fatalf("timeout %d without an ACK resent %v, want [1]: nothing is lost on this medium", i+1, got)
-			}
-		}
-		tx.Ack(1, tx.Deadline()-1) // only the resent packet arrived: the rest goes
-		got := resent(tx, tx.Deadline()-1)
-		if len(got) != 47 || got[0] != 2 || got[46] != 48 {
-			t.Fatalf("after the ACK of 1 alone: resent %v, want 2..48", got)
-		}
-	})
 }
 
 // On a lossless medium a packet may leave without a clock read: every

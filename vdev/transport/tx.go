@@ -721,16 +721,9 @@ func (t *Tx) Expire(now int64, pass uint64) Expiry {
 
 // timedOut marks what a timeout resends: the oldest packet the receiver
 // lacks, the rest waiting for the ACK that answers it (F-RTO, see Tx); a
-// timeout during that wait, which no ACK answered, marks everything, but
-// on a lossless medium only that oldest packet again. There nothing was
-// lost: a timeout no ACK answers is a receiver still off its core (Open
-// MPI's ranks on a loaded 2-core host stalled 5-114 ms), and the flight
-// sent again was all duplicates (48 of a 64 KiB stream's packets at
-// the second timeout, about 150 a run); a receiver that dropped packets
-// on purpose asks for them (a go-back NACK), and one that lacks the rest
-// says so by acknowledging the oldest alone, which marks them (Ack).
+// timeout during that wait, which no ACK answered, marks everything.
 func (t *Tx) timedOut() {
-	if t.frto && !t.cfg.Lossless {
+	if t.frto {
 		t.frto = false
 		t.goBackAll(CauseTimeout)
 		return
