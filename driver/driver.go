@@ -41,6 +41,7 @@ var (
 	// every 100 ms) but the doorbell of the sleeping device could not be
 	// rung. It is posted: what it reads must stay as it is until it
 	// completes, as for any posted command. The cause is wrapped.
+	// Posted tells it from a command not posted.
 	ErrNotRung = errors.New("driver: command published, doorbell not rung")
 )
 
