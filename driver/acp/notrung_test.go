@@ -34,47 +34,21 @@ func TestCopyNotRungStillCompletes(t *testing.T) {
 	}()
 	bell := drivertest.NewBell(driver.InProcessDevice(l.Devices[0]))
 	atts := []driver.Attachment{bell, driver.InProcessDevice(l.Devices[1])}
-	type result struct {
-		rank  int
-		stats acp.Stats
-		err   error
-	}
-	results := make(chan result, 2)
-	for r := range 2 {
-		go func() {
-			res := result{rank: r}
-			defer func() { results <- res }()
-			d, err := driver.Open(atts[r])
-			if err != nil {
-				res.err = err
-				return
-			}
-			defer d.Close()
-			c, err := acp.Init(d, acp.Options{Rank: r, Procs: 2})
-			if err != nil {
-				res.err = err
-				return
-			}
-			res.err = notRungBody(c, d, bell, rounds, chunk, counter)
-			res.stats = c.Stats()
-			if res.err == nil {
-				res.err = c.Finalize()
-			}
-		}()
-	}
-	var stats [2]acp.Stats
-	for range 2 {
-		select {
-		case res := <-results:
-			if res.err != nil {
-				live = true // the other rank may wait in a Sync for ever
-				t.Fatalf("rank %d: %v", res.rank, res.err)
-			}
-			stats[res.rank] = res.stats
-		case <-time.After(2 * time.Minute):
-			live = true
-			t.Fatal("the ranks hang")
+	var stats [2]acp.Stats // each rank writes its own
+	err = drivertest.Ranks(atts, 2*time.Minute, nil, func(r int, d *driver.Driver) error {
+		c, err := acp.Init(d, acp.Options{Rank: r, Procs: 2})
+		if err != nil {
+			return err
 		}
+		if err := notRungBody(c, d, bell, rounds, chunk, counter); err != nil {
+			return err
+		}
+		stats[r] = c.Stats()
+		return c.Finalize()
+	})
+	if err != nil {
+		live = true // the other rank may wait in a Sync for ever
+		t.Fatal(err)
 	}
 	if bell.Failed() == 0 || stats[0].NotRung == 0 {
 		t.Fatalf("no command met the dead doorbell (%d failed kicks, NotRung %d)", bell.Failed(), stats[0].NotRung)

@@ -61,3 +61,49 @@ func WaitAsleep(d *driver.Driver, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// ErrHung is Ranks' error when a rank did not come back in time.
+var ErrHung = errors.New("drivertest: the ranks hang")
+
+// Ranks opens a driver on each attachment and runs body(rank, driver)
+// for every rank on a goroutine of its own, closing the driver after; it
+// returns the first error a rank returned (wrapped with its rank), or
+// ErrHung when one did not return within limit. onFail, if not nil, runs
+// once at the first failure, so that ranks waiting for the failed one can
+// stop. After an error a rank may still run on its device: the caller
+// must leave the devices mapped (a library's waits may have no deadline).
+func Ranks(atts []driver.Attachment, limit time.Duration, onFail func(), body func(rank int, d *driver.Driver) error) error {
+	type result struct {
+		rank int
+		err  error
+	}
+	results := make(chan result, len(atts))
+	for r, a := range atts {
+		go func() {
+			res := result{rank: r}
+			defer func() { results <- res }()
+			d, err := driver.Open(a)
+			if err != nil {
+				res.err = err
+				return
+			}
+			defer d.Close()
+			res.err = body(r, d)
+		}()
+	}
+	timeout := time.After(limit)
+	for range atts {
+		select {
+		case res := <-results:
+			if res.err != nil {
+				if onFail != nil {
+					onFail()
+				}
+				return fmt.Errorf("rank %d: %w", res.rank, res.err)
+			}
+		case <-timeout:
+			return ErrHung
+		}
+	}
+	return nil
+}

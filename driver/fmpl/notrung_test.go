@@ -35,54 +35,27 @@ func TestSendNotRungStillDelivers(t *testing.T) {
 	atts := []driver.Attachment{bell, driver.InProcessDevice(l.Devices[1])}
 	headerOut := make(chan struct{}) // rank 1 posted its receive's header
 	quit := make(chan struct{})      // a rank failed: the other must not wait for it
-	type result struct {
-		rank  int
-		stats fmpl.Stats
-		err   error
-	}
-	results := make(chan result, 2)
-	for r := range 2 {
-		go func() {
-			res := result{rank: r}
-			defer func() { results <- res }()
-			d, err := driver.Open(atts[r])
-			if err != nil {
-				res.err = err
-				return
-			}
-			defer d.Close()
-			w, err := fmpl.Init(d, fmpl.Config{Rank: r, Size: 2, Count: 4})
-			if err != nil {
-				res.err = err
-				return
-			}
-			body := notRungRank0
-			if r == 1 {
-				body = notRungRank1
-			}
-			if res.err = body(w, bell, headerOut, quit, rounds, size); res.err != nil {
-				return
-			}
-			res.stats = w.Stats()
-			res.err = w.Finalize()
-		}()
-	}
-	var stats [2]fmpl.Stats
-	for range 2 {
-		select {
-		case res := <-results:
-			stats[res.rank] = res.stats
-			if res.err != nil {
-				// The other rank may wait for this one for ever (FMPL's
-				// waits have no deadline): fail now, and leave it.
-				close(quit)
-				live = true
-				t.Fatalf("rank %d: %v", res.rank, res.err)
-			}
-		case <-time.After(hangGuard):
-			live = true
-			t.Fatal("the ranks hang")
+	var stats [2]fmpl.Stats          // each rank writes its own
+	// The other rank may wait for a failed one for ever (FMPL's waits
+	// have no deadline): quit tells it, and the devices stay mapped.
+	err = drivertest.Ranks(atts, hangGuard, func() { close(quit) }, func(r int, d *driver.Driver) error {
+		w, err := fmpl.Init(d, fmpl.Config{Rank: r, Size: 2, Count: 4})
+		if err != nil {
+			return err
 		}
+		body := notRungRank0
+		if r == 1 {
+			body = notRungRank1
+		}
+		if err := body(w, bell, headerOut, quit, rounds, size); err != nil {
+			return err
+		}
+		stats[r] = w.Stats()
+		return w.Finalize()
+	})
+	if err != nil {
+		live = true
+		t.Fatal(err)
 	}
 	if bell.Failed() == 0 || stats[0].NotRung == 0 {
 		t.Fatalf("no post met the dead doorbell (%d failed kicks, NotRung %d): the device never slept before one", bell.Failed(), stats[0].NotRung)
