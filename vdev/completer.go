@@ -134,20 +134,20 @@ func (d *Device) deferAck(p *peer, h *wire.Header) bool {
 
 // signalledUpTo reports whether an ACK of ack to p retires more than
 // unsignalled PUSHes and IPUSHes, whose completion posts nothing: a DONE
-// (or a PAGE's, a PULL's or an atomic's progress, a PULL response's
-// release) goes before the status of the frame that carried the ACK, as
-// it always did (a reply's arrival is never seen before its request's
-// DONE).
+// (or a refused command's ERROR, a PAGE's, a PULL's or an atomic's
+// progress, a PULL response's release) goes before the status of the
+// frame that carried the ACK, as it always did (a reply's arrival is
+// never seen before its request's DONE).
 func signalledUpTo(p *peer, ack uint32) bool {
 	n := min(int(ack-p.tx.Acked()), len(p.sent))
 	for i := range n {
 		e := &p.sent[i]
-		if e.j != nil && (e.j.desc.Flags&uapi.FlagSignal != 0 || e.j.desc.Opcode != uapi.OpPUSH && e.j.desc.Opcode != uapi.OpIPUSH) {
-			return true
+		if e.j != nil && (e.j.desc.Flags&uapi.FlagSignal != 0 || e.j.err != uapi.EOK || e.j.desc.Opcode != uapi.OpPUSH && e.j.desc.Opcode != uapi.OpIPUSH) {
+			return true // a DONE, or a refused command's ERROR
 		}
 		if e.batch != nil {
 			for _, j := range e.batch.jobs {
-				if j.desc.Flags&uapi.FlagSignal != 0 {
+				if j.desc.Flags&uapi.FlagSignal != 0 || j.err != uapi.EOK {
 					return true
 				}
 			}

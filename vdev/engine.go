@@ -102,10 +102,10 @@ func (d *Device) step(now *int64) bool {
 	if d.cutShort(tail, *now) {
 		return busy
 	}
+	busy = d.peersDown() || busy // after the frames it sent before it went (its receive may keep ACKs too)
 	if len(d.lazyPeers) > 0 {
-		d.settleAcks() // what the last pass received acknowledges, before the timers look
+		d.settleAcks() // what this pass and the last received acknowledges, before the timers look
 	}
-	busy = d.peersDown() || busy // after the frames it sent before it went
 	if (d.book.Timers > 0 || d.book.Resends > 0) && *now != skipTimers {
 		if *now == 0 {
 			*now = d.now()
@@ -230,6 +230,10 @@ func (e *Engine) loop() {
 	lastAlive := int64(0)
 	iter, busyRuns := 0, 0
 	timedOut := false // the last sleep ended by its timer, not a wake-up
+	// The watch over driven devices (watchDriven) looks after each sleep
+	// its timer ended, and every watchNs of an engine that does not
+	// sleep (another device keeps it busy).
+	lastWatch, watchDue := int64(0), false
 	for !e.stop.Load() {
 		if e.failures.Load() != seen {
 			return // a device failed off the engine (a doorbell's count): run drops it
@@ -238,7 +242,7 @@ func (e *Engine) loop() {
 		var now int64
 		for _, d := range e.devs {
 			if d.driven.Load() > 0 {
-				if (timedOut || d.watchBusy) && d.watchDriven(&now) {
+				if (timedOut || watchDue || d.watchBusy) && d.watchDriven(&now) {
 					busy = true
 				}
 				continue // a driver runs it (drive.go)
@@ -251,6 +255,7 @@ func (e *Engine) loop() {
 			}
 			d.running.release()
 		}
+		watchDue = false
 		iter++
 		if !busy && e.osYield.Load() {
 			// Drivers in other processes wait on this core: give it up
@@ -259,9 +264,13 @@ func (e *Engine) loop() {
 		}
 		if busy {
 			if busyRuns++; busyRuns&63 == 0 { // ALIVE advances under unbroken load too
-				if t := monotime.Now(); t-lastAlive > aliveNs {
+				t := monotime.Now()
+				if t-lastAlive > aliveNs {
 					lastAlive = t
 					e.heartbeat(t)
+				}
+				if t-lastWatch >= watchNs {
+					lastWatch, watchDue = t, true
 				}
 			}
 			iter = 0
@@ -279,6 +288,9 @@ func (e *Engine) loop() {
 		if t-lastAlive > aliveNs {
 			lastAlive = t
 			e.heartbeat(t)
+		}
+		if t-lastWatch >= watchNs {
+			lastWatch, watchDue = t, true
 		}
 		if lastWork == 0 {
 			lastWork = t

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/dimmnet/dimmnet/uapi"
+	"github.com/dimmnet/dimmnet/vdev/link"
+	"github.com/dimmnet/dimmnet/vdev/wire"
 )
 
 // pushPlain posts an unsignalled PUSH of n bytes from d to the other device.
@@ -104,5 +106,77 @@ func TestKeptAckSettlesOnPostAndFailure(t *testing.T) {
 	}
 	if r.a.inflight != 0 {
 		t.Fatalf("%d commands in flight after the peer failed", r.a.inflight)
+	}
+}
+
+// A refused unsignalled PUSH posts an ERROR when its last packets are
+// acknowledged: that ACK is not kept, so the ERROR still comes before
+// the status of the reply that carried it.
+func TestRefusedPushErrorPrecedesReply(t *testing.T) {
+	r := newAckRig(t, 64)
+	desc := uapi.Desc{Opcode: uapi.OpPUSH, DstNode: 2, Length: 3000, RemoteAddr: 1 << 40} // outside b's window
+	r.a.r.WriteDesc(r.a.g.CmdqOff, &desc, 0)
+	r.cmds[r.a]++
+	r.step(r.a) // 3 packets leave
+	if got := r.a.peers[2].tx.Unacked(); got != 3 {
+		t.Fatalf("a has %d packets in flight, want 3", got)
+	}
+	r.step(r.b) // packet 1 refused (NACK), 2 and 3 discarded, ACK owed
+	r.step(r.a) // refusal recorded, confirmation sent
+	if p := r.a.peers[2]; p.q[0].err == uapi.EOK || p.tx.Unacked() != 2 {
+		t.Fatalf("refusal not recorded: err %v, %d unacknowledged", p.q[0].err, p.tx.Unacked())
+	}
+	r.pushPlain(r.b, 8)
+	r.step(r.b)         // takes the confirmation; the reply carries ACK 3
+	driverPassHeld(r.a) // ends at the reply's status
+	r.step(r.a)
+	st := statuses(r.a, 0)
+	if len(st) != 2 || st[0].Type != uapi.StError || st[1].Type != uapi.StPUSH {
+		t.Fatalf("a's statuses %v: want the refused PUSH's ERROR, then the reply's PUSH", st)
+	}
+}
+
+// latePort hides the frames waiting at its port from one Recv, so the
+// next receive of the pass (peersDown's) takes them.
+type latePort struct {
+	link.Port
+	hide bool
+}
+
+func (p *latePort) Recv() []byte {
+	if p.hide {
+		p.hide = false
+		return nil
+	}
+	return p.Port.Recv()
+}
+
+func (p *latePort) Lossless() bool { return true }
+
+// An ACK that the receive in peersDown takes is applied before the
+// pass's retransmission timers look: the packet it acknowledges is not
+// resent.
+func TestAckTakenByPeersDownSettlesBeforeTimers(t *testing.T) {
+	pp := newPostPair(t, 64)
+	lp := &latePort{Port: pp.a.port}
+	pp.a.AttachPort(lp)
+	pp.push(pp.a, 8)
+	pp.full(pp.a) // the ping leaves (untimed)
+	pp.full(pp.b) // placed; the ACK held for the reply
+	pp.full(pp.a) // stamps the timer
+	pp.now += 5_000_000_000
+	for range 4 {
+		pp.full(pp.a) // due; its grace passes
+	}
+	if got := counter(pp.a, uapi.CtrTimeouts); got != 0 {
+		t.Fatalf("%d timeouts before the grace passed", got)
+	}
+	pp.push(pp.b, 8)
+	pp.full(pp.b)                           // the pong carries the ACK
+	lp.hide = true                          // the pass's first receive misses it...
+	pp.a.gone.add([6]byte(wire.NodeMAC(9))) // ...and peersDown's receive takes it
+	pp.full(pp.a)
+	if got := counter(pp.a, uapi.CtrRetransmits); got != 0 {
+		t.Fatalf("a resent %d packets (%d timeouts) in the pass whose peersDown receive took their ACK", got, counter(pp.a, uapi.CtrTimeouts))
 	}
 }

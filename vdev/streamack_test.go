@@ -1,7 +1,9 @@
 package vdev
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dimmnet/dimmnet/uapi"
 	"github.com/dimmnet/dimmnet/vdev/link"
@@ -133,5 +135,73 @@ func TestWatchServesDeviceWhoseDriverIsAway(t *testing.T) {
 	}
 	if got := counter(b, uapi.CtrRxPkts); got != 1 {
 		t.Fatalf("receiver took %d packets, want 1", got)
+	}
+}
+
+// noisyPort hands its device a foreign frame on every other receive: an
+// engine serving it is never idle, and never sleeps.
+type noisyPort struct {
+	link.Port
+	n atomic.Uint64
+}
+
+func (p *noisyPort) Recv() []byte {
+	if p.n.Add(1)%2 == 0 {
+		return nil
+	}
+	return make([]byte, 20)
+}
+
+func (p *noisyPort) Lossless() bool { return true }
+
+// The watch also looks when the engine never sleeps: another device it
+// serves keeps it busy, and the driven device whose driver is away
+// still gets its passes.
+func TestWatchServesAwayDeviceBesideBusyOne(t *testing.T) {
+	hub := link.NewHub(4096, 64)
+	var devs [3]*Device
+	for i, n := range []uint16{1, 2, 3} {
+		d, err := New(Config{Node: n, RegionSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		p, err := hub.Attach(d.MAC())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			p = &noisyPort{Port: p}
+		}
+		d.AttachPort(p)
+		devs[i] = d
+	}
+	a, b, c := devs[0], devs[1], devs[2]
+	ea, err := NewEngine(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ebc, err := NewEngine(b, c) // b beside a busy device
+	if err != nil {
+		t.Fatal(err)
+	}
+	ea.Start()
+	t.Cleanup(ea.Stop)
+	ebc.Start()
+	t.Cleanup(ebc.Stop)
+	b.Drive(true) // its driver is away
+	t.Cleanup(func() { b.Drive(false) })
+	a.Drive(true)
+	t.Cleanup(func() { a.Drive(false) })
+	post(a, 0, uapi.Desc{Opcode: uapi.OpPUSH, DstNode: 2, SrcProc: uapi.GPID(1, 0), Length: 8, Flags: uapi.FlagSignal, Cookie: 7})
+	for start := time.Now(); counter(a, uapi.CtrStatusWritten) == 0; {
+		a.Poll()
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no DONE after 10 s: b took %d packets, a %d timeouts, c %d foreign frames; the watch never served b",
+				counter(b, uapi.CtrRxPkts), counter(a, uapi.CtrTimeouts), counter(c, uapi.CtrRxForeign))
+		}
+	}
+	if s := a.r.ReadStatus(a.g.StatqOff); s.Type != uapi.StDone || s.Cookie != 7 {
+		t.Fatalf("a's status %v, want the PUSH's DONE", s)
 	}
 }
