@@ -96,30 +96,15 @@ func TestStreamAckedWhileReceiverTakesIt(t *testing.T) {
 // (transport.AckHoldPasses) with it: past the sender's 5 ms timer. The
 // watch runs the pass such a driver does not.
 func TestWatchServesDeviceWhoseDriverIsAway(t *testing.T) {
-	hub := link.NewHub(4096, 64)
-	var a, b *Device
-	for _, n := range []uint16{1, 2} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		p, err := hub.Attach(d.MAC())
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.AttachPort(p)
+	devs := hubDevices(t, []uint16{1, 2}, nil)
+	a, b := devs[0], devs[1]
+	for _, d := range devs {
 		e, err := NewEngine(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.Start()
 		t.Cleanup(e.Stop)
-		if n == 1 {
-			a = d
-		} else {
-			b = d
-		}
 	}
 	b.Drive(true) // and never a pass: its driver is away
 	t.Cleanup(func() { b.Drive(false) })
@@ -158,24 +143,12 @@ func (p *noisyPort) Lossless() bool { return true }
 // serves keeps it busy, and the driven device whose driver is away
 // still gets its passes.
 func TestWatchServesAwayDeviceBesideBusyOne(t *testing.T) {
-	hub := link.NewHub(4096, 64)
-	var devs [3]*Device
-	for i, n := range []uint16{1, 2, 3} {
-		d, err := New(Config{Node: n, RegionSize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		p, err := hub.Attach(d.MAC())
-		if err != nil {
-			t.Fatal(err)
-		}
+	devs := hubDevices(t, []uint16{1, 2, 3}, func(n uint16, p link.Port) link.Port {
 		if n == 3 {
-			p = &noisyPort{Port: p}
+			return &noisyPort{Port: p}
 		}
-		d.AttachPort(p)
-		devs[i] = d
-	}
+		return p
+	})
 	a, b, c := devs[0], devs[1], devs[2]
 	ea, err := NewEngine(a)
 	if err != nil {
@@ -204,4 +177,30 @@ func TestWatchServesAwayDeviceBesideBusyOne(t *testing.T) {
 	if s := a.r.ReadStatus(a.g.StatqOff); s.Type != uapi.StDone || s.Cookie != 7 {
 		t.Fatalf("a's status %v, want the PUSH's DONE", s)
 	}
+}
+
+// hubDevices makes a device for each node on one in-memory hub, its port
+// the one wrap makes of the hub's (wrap nil: the hub's), closed when the
+// test ends.
+func hubDevices(t *testing.T, nodes []uint16, wrap func(n uint16, p link.Port) link.Port) []*Device {
+	t.Helper()
+	hub := link.NewHub(4096, 64)
+	devs := make([]*Device, len(nodes))
+	for i, n := range nodes {
+		d, err := New(Config{Node: n, RegionSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		p, err := hub.Attach(d.MAC())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrap != nil {
+			p = wrap(n, p)
+		}
+		d.AttachPort(p)
+		devs[i] = d
+	}
+	return devs
 }
