@@ -66,6 +66,21 @@ func checkAll(t *testing.T, ns ...*Node) {
 	}
 }
 
+// checkPorts reads each port's page through r and compares it with what
+// the test wrote there.
+func checkPorts(t *testing.T, r *Process, ps uint64, want map[uint16][]byte) {
+	t.Helper()
+	got := make([]byte, ps)
+	for port, exp := range want {
+		if _, err := r.Read(uint64(port)*ps, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, exp) {
+			t.Fatalf("port %d: content differs", port)
+		}
+	}
+}
+
 func quiesce(t *testing.T, a, b *Node) {
 	t.Helper()
 	for _, n := range []*Node{a, b} {
@@ -128,15 +143,7 @@ func TestWriteReadPaging(t *testing.T) {
 				}
 			}
 			quiesce(t, a, b)
-			got := make([]byte, ps)
-			for port, exp := range want {
-				if _, err := r.Read(uint64(port)*ps, got); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, exp) {
-					t.Fatalf("port %d: content differs", port)
-				}
-			}
+			checkPorts(t, r, ps, want)
 			if s := a.Stats(); s.Faults == 0 || b.Stats().PagesOut == 0 {
 				t.Fatalf("no paging happened: %+v %+v", s, b.Stats())
 			}

@@ -71,15 +71,7 @@ func TestWriteNotRungStillPages(t *testing.T) {
 		}
 	}
 	quiesce(t, a, b)
-	got := make([]byte, ps)
-	for port, exp := range want {
-		if _, err := r.Read(uint64(port)*ps, got); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, exp) {
-			t.Fatalf("port %d: content differs", port)
-		}
-	}
+	checkPorts(t, r, ps, want)
 	sa, sb := a.Stats(), b.Stats()
 	if sa.Writes != writes {
 		t.Fatalf("%d remote writes posted for %d one-page writes", sa.Writes, writes)
