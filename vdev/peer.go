@@ -236,7 +236,7 @@ func (d *Device) send(p *peer, h *wire.Header, payload []byte, gather bool) erro
 	if d.crc {
 		h.Flags |= wire.FlagCRC
 	}
-	if gather && d.slots != nil && len(payload) > 0 && len(payload) < slotFrameMax && !d.crc {
+	if gather && d.slots != nil && len(payload) > 0 && !d.crc {
 		sent, err := d.sendInSlot(p, h, payload)
 		if err != nil {
 			return err
@@ -273,10 +273,6 @@ sent:
 	}
 	return nil
 }
-
-// slotFrameMax bounds the payload a frame built in the port's slot
-// carries: small ones, whose cost is the frame's building, not the bytes.
-const slotFrameMax = 2048
 
 // sendInSlot builds the frame in the slot the port lends (link.SlotWriter)
 // and publishes it; sent false: the port wants it sent otherwise.

@@ -692,7 +692,7 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	if [6]byte(head[:6]) == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+	if [6]byte(head[:6]) == broadcastMAC {
 		for _, peer := range *p.list.Load() {
 			p.put(peer, head, payload)
 		}
@@ -703,7 +703,7 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	if len(payload) >= ShmRefMin && peer.mem.refer.Load() { // a small frame pays one comparison
+	if byReference(peer, len(payload)) {
 		if done, err := p.putRef(peer, head, payload); done {
 			if err == nil {
 				p.Release(head)
@@ -718,19 +718,31 @@ func (p *shmPort) SendVec(head, payload []byte) error {
 	return nil
 }
 
+// broadcastMAC is the destination every peer's ring gets a copy for.
+var broadcastMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// byReference reports whether SendVec sends a payload of n bytes to peer
+// by reference (shmshare.go) rather than copied into the slot.
+func byReference(peer *shmPeer, n int) bool {
+	return n >= ShmRefMin && peer.mem.refer.Load() // a small frame pays one comparison
+}
+
 // Reserve lends the next slot of the ring to dst's node for a frame of n
-// bytes (SlotWriter); nil for a broadcast or a frame long enough to go by
-// reference.
+// bytes (SlotWriter); nil for a broadcast or a frame whose payload
+// SendVec would send by reference.
 func (p *shmPort) Reserve(dst [6]byte, n int) ([]byte, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	if n-wire.FrameOverhead >= ShmRefMin || dst == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+	if dst == broadcastMAC {
 		return nil, nil
 	}
 	peer, err := p.peer(dst[:])
 	if err != nil {
 		return nil, err
+	}
+	if byReference(peer, n-wire.FrameOverhead) {
+		return nil, nil
 	}
 	b, err := peer.pair.Reserve(n)
 	if err != nil {
